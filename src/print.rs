@@ -1,0 +1,1 @@
+//! PyTorch-style printing. Written with stages 1–2.

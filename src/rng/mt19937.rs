@@ -1,0 +1,118 @@
+//! The Mersenne Twister MT19937, the generator behind both `torch.manual_seed` and `np.random.seed`.
+//!
+//! Both libraries seed it the same way, with Matsumoto and Nishimura's `init_genrand` recurrence over a
+//! 32-bit seed, so one implementation serves both replays in [`super::torch`] and [`super::numpy`].
+
+use rand::RngCore;
+
+/// Words of state.
+const N: usize = 624;
+/// The middle word used by the twist.
+const M: usize = 397;
+const MATRIX_A: u32 = 0x9908_b0df;
+const UPPER_MASK: u32 = 0x8000_0000;
+const LOWER_MASK: u32 = 0x7fff_ffff;
+
+/// MT19937 with the standard tempering. Implements [`rand::RngCore`], so ndarray-rand's
+/// `RandomExt::random_using` can fill arrays from it.
+#[derive(Clone, Debug)]
+pub struct Mt19937 {
+    state: [u32; N],
+    /// Index of the next word to temper; `N` means "twist before the next draw".
+    index: usize,
+}
+
+impl Mt19937 {
+    /// `init_genrand(seed)`: the state PyTorch's `manual_seed` and NumPy's legacy `seed` build.
+    pub fn new(seed: u32) -> Self {
+        let mut state = [0u32; N];
+        state[0] = seed;
+        for i in 1..N {
+            let prev = state[i - 1];
+            state[i] = 1_812_433_253u32
+                .wrapping_mul(prev ^ (prev >> 30))
+                .wrapping_add(i as u32);
+        }
+        Mt19937 { state, index: N }
+    }
+
+    /// Regenerates all 624 words at once (the "twist").
+    fn twist(&mut self) {
+        for i in 0..N {
+            let y = (self.state[i] & UPPER_MASK) | (self.state[(i + 1) % N] & LOWER_MASK);
+            let mag = if y & 1 == 1 { MATRIX_A } else { 0 };
+            self.state[i] = self.state[(i + M) % N] ^ (y >> 1) ^ mag;
+        }
+        self.index = 0;
+    }
+
+    /// One tempered 32-bit output (`genrand_int32`).
+    pub fn next_word(&mut self) -> u32 {
+        if self.index >= N {
+            self.twist();
+        }
+        let mut y = self.state[self.index];
+        self.index += 1;
+        y ^= y >> 11;
+        y ^= (y << 7) & 0x9d2c_5680;
+        y ^= (y << 15) & 0xefc6_0000;
+        y ^ (y >> 18)
+    }
+}
+
+impl RngCore for Mt19937 {
+    fn next_u32(&mut self) -> u32 {
+        self.next_word()
+    }
+
+    /// Two words, the first as the high half: PyTorch's `random64()`.
+    fn next_u64(&mut self) -> u64 {
+        let hi = u64::from(self.next_word());
+        let lo = u64::from(self.next_word());
+        (hi << 32) | lo
+    }
+
+    fn fill_bytes(&mut self, dst: &mut [u8]) {
+        for chunk in dst.chunks_mut(4) {
+            let bytes = self.next_word().to_le_bytes();
+            chunk.copy_from_slice(&bytes[..chunk.len()]);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reference_seed_5489_first_outputs() {
+        // The reference implementation's default seed; these are the first outputs of mt19937ar.c.
+        let mut mt = Mt19937::new(5489);
+        let got: Vec<u32> = (0..5).map(|_| mt.next_word()).collect();
+        assert_eq!(got, [3499211612, 581869302, 3890346734, 3586334585, 545404204]);
+    }
+
+    #[test]
+    fn ten_thousandth_output_of_default_seed() {
+        // The C++ standard requires this value of `std::mt19937` (seed 5489).
+        let mut mt = Mt19937::new(5489);
+        let last = (0..10_000).map(|_| mt.next_word()).last();
+        assert_eq!(last, Some(4123659995));
+    }
+
+    #[test]
+    fn seed_123_first_outputs() {
+        let mut mt = Mt19937::new(123);
+        let got: Vec<u32> = (0..3).map(|_| mt.next_word()).collect();
+        assert_eq!(got, [2991312382, 3062119789, 1228959102]);
+    }
+
+    #[test]
+    fn next_u64_puts_the_first_word_high() {
+        let mut a = Mt19937::new(7);
+        let mut b = Mt19937::new(7);
+        let hi = u64::from(b.next_word());
+        let lo = u64::from(b.next_word());
+        assert_eq!(a.next_u64(), (hi << 32) | lo);
+    }
+}
