@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+pub mod error;
 pub mod print;
 pub mod rng;
 pub mod s1_simple;
@@ -7,3 +8,30 @@ pub mod s2_trainable;
 pub mod s3_causal;
 pub mod s4_multihead;
 pub mod s5_gpt;
+
+pub use error::Error;
+
+/// The seeds chapter 3 sets with `torch.manual_seed`. A reader's `--seed N` replaces both with `N`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BookSeeds {
+    /// The seed of the `torch.rand` weights, the dropout demos, `CausalAttention` and both multi-head layers.
+    pub seed_123: u64,
+    /// The seed of `SelfAttention_v2` and of the weights §3.5.1 masks.
+    pub seed_789: u64,
+}
+
+impl BookSeeds {
+    /// The book's seeds, or `seed` in place of both.
+    pub fn new(seed: Option<u64>) -> Self {
+        match seed {
+            Some(seed) => BookSeeds { seed_123: seed, seed_789: seed },
+            None => Self::default(),
+        }
+    }
+}
+
+impl Default for BookSeeds {
+    fn default() -> Self {
+        BookSeeds { seed_123: 123, seed_789: 789 }
+    }
+}
