@@ -16,9 +16,9 @@ pub struct Linear {
 }
 
 impl Linear {
-    /// Draws the weight, then the bias, from `gen`, as `nn.Linear(d_in, d_out, bias)` does.
-    pub fn new(gen: &mut Generator, d_in: usize, d_out: usize, bias: bool) -> Self {
-        let (weight, bias) = gen.linear(d_in, d_out, bias);
+    /// Draws the weight, then the bias, from `rng`, as `nn.Linear(d_in, d_out, bias)` does.
+    pub fn new(rng: &mut Generator, d_in: usize, d_out: usize, bias: bool) -> Self {
+        let (weight, bias) = rng.linear(d_in, d_out, bias);
         Linear { weight, bias }
     }
 
@@ -44,11 +44,11 @@ pub struct SelfAttentionV2 {
 
 impl SelfAttentionV2 {
     /// Draws W_query, W_key and W_value in that order.
-    pub fn new(gen: &mut Generator, d_in: usize, d_out: usize, qkv_bias: bool) -> Self {
+    pub fn new(rng: &mut Generator, d_in: usize, d_out: usize, qkv_bias: bool) -> Self {
         SelfAttentionV2 {
-            w_query: Linear::new(gen, d_in, d_out, qkv_bias),
-            w_key: Linear::new(gen, d_in, d_out, qkv_bias),
-            w_value: Linear::new(gen, d_in, d_out, qkv_bias),
+            w_query: Linear::new(rng, d_in, d_out, qkv_bias),
+            w_key: Linear::new(rng, d_in, d_out, qkv_bias),
+            w_value: Linear::new(rng, d_in, d_out, qkv_bias),
         }
     }
 
