@@ -11,7 +11,10 @@ pub enum Error {
         "the input has {tokens} tokens but the layer's context_length is {context_length}; \
          pass at most {context_length} tokens or build the layer with a longer context_length"
     )]
-    ContextTooLong { tokens: usize, context_length: usize },
+    ContextTooLong {
+        tokens: usize,
+        context_length: usize,
+    },
     /// Multi-head attention splits `d_out` evenly into `num_heads` heads.
     #[error(
         "d_out ({d_out}) is not divisible by num_heads ({num_heads}); \

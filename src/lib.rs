@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+pub mod cli;
 pub mod error;
 pub mod print;
 pub mod rng;
@@ -24,7 +25,10 @@ impl BookSeeds {
     /// The book's seeds, or `seed` in place of both.
     pub fn new(seed: Option<u64>) -> Self {
         match seed {
-            Some(seed) => BookSeeds { seed_123: seed, seed_789: seed },
+            Some(seed) => BookSeeds {
+                seed_123: seed,
+                seed_789: seed,
+            },
             None => Self::default(),
         }
     }
@@ -32,6 +36,9 @@ impl BookSeeds {
 
 impl Default for BookSeeds {
     fn default() -> Self {
-        BookSeeds { seed_123: 123, seed_789: 789 }
+        BookSeeds {
+            seed_123: 123,
+            seed_789: 789,
+        }
     }
 }

@@ -35,7 +35,10 @@ impl Formatter {
     /// Chooses the style and the column width from the finite non-zero values, as `_Formatter.__init__`
     /// does: zeros and infinities neither pick the style nor widen the columns.
     fn new<'a>(values: impl Iterator<Item = &'a f32>) -> Self {
-        let nonzero_finite: Vec<f32> = values.filter(|v| v.is_finite() && **v != 0.0).copied().collect();
+        let nonzero_finite: Vec<f32> = values
+            .filter(|v| v.is_finite() && **v != 0.0)
+            .copied()
+            .collect();
         let abs = nonzero_finite.iter().map(|v| f64::from(v.abs()));
         let max = abs.clone().fold(0.0, f64::max);
         let min = abs.fold(f64::INFINITY, f64::min);
@@ -48,7 +51,10 @@ impl Formatter {
             Style::Fixed
         };
         let mut formatter = Formatter { style, width: 1 };
-        let widest = nonzero_finite.iter().map(|&v| formatter.format(v).len()).max();
+        let widest = nonzero_finite
+            .iter()
+            .map(|&v| formatter.format(v).len())
+            .max();
         formatter.width = widest.unwrap_or(1);
         formatter
     }
@@ -56,7 +62,13 @@ impl Formatter {
     /// One element, unpadded.
     fn format(&self, v: f32) -> String {
         if !v.is_finite() {
-            return if v.is_nan() { "nan".into() } else if v > 0.0 { "inf".into() } else { "-inf".into() };
+            return if v.is_nan() {
+                "nan".into()
+            } else if v > 0.0 {
+                "inf".into()
+            } else {
+                "-inf".into()
+            };
         }
         match self.style {
             Style::Int => format!("{v:.0}."),
@@ -73,7 +85,9 @@ impl Formatter {
 
 /// Rust writes `1.2346e-5`; Python writes `1.2346e-05` (a sign and at least two exponent digits).
 fn python_exponent(rust: &str) -> String {
-    let (mantissa, exponent) = rust.split_once('e').expect("`{:e}` always writes an exponent");
+    let (mantissa, exponent) = rust
+        .split_once('e')
+        .expect("`{:e}` always writes an exponent");
     let (sign, digits) = match exponent.strip_prefix('-') {
         Some(digits) => ('-', digits),
         None => ('+', exponent),
@@ -125,8 +139,14 @@ fn nested(a: &ArrayViewD<f32>, formatter: &Formatter, indent: usize) -> String {
 fn vector(a: &ArrayViewD<f32>, formatter: &Formatter, indent: usize) -> String {
     let per_line = ((LINE_WIDTH - indent) / (formatter.width + 2)).max(1);
     let values: Vec<String> = a.iter().map(|&v| formatter.padded(v)).collect();
-    let lines: Vec<String> = values.chunks(per_line).map(|line| line.join(", ")).collect();
-    format!("[{}]", lines.join(&format!(",\n{}", " ".repeat(indent + 1))))
+    let lines: Vec<String> = values
+        .chunks(per_line)
+        .map(|line| line.join(", "))
+        .collect();
+    format!(
+        "[{}]",
+        lines.join(&format!(",\n{}", " ".repeat(indent + 1)))
+    )
 }
 
 #[cfg(test)]
@@ -143,14 +163,20 @@ mod tests {
     #[test]
     fn negative_values_widen_every_column() {
         let m = arr2(&[[-0.0739f32, 0.0713], [-0.0748, 0.0703]]);
-        assert_eq!(tensor(&m), "tensor([[-0.0739,  0.0713],\n        [-0.0748,  0.0703]])");
+        assert_eq!(
+            tensor(&m),
+            "tensor([[-0.0739,  0.0713],\n        [-0.0748,  0.0703]])"
+        );
     }
 
     #[test]
     fn whole_numbers_print_with_a_bare_point() {
         assert_eq!(scalar(1.0), "tensor(1.)");
         assert_eq!(scalar(1.000_000_1), "tensor(1.0000)");
-        assert_eq!(tensor(&arr2(&[[2.0f32, 0.0], [0.0, 2.0]])), "tensor([[2., 0.],\n        [0., 2.]])");
+        assert_eq!(
+            tensor(&arr2(&[[2.0f32, 0.0], [0.0, 2.0]])),
+            "tensor([[2., 0.],\n        [0., 2.]])"
+        );
     }
 
     #[test]
@@ -161,14 +187,20 @@ mod tests {
 
     #[test]
     fn zeros_and_infinities_do_not_widen_the_columns() {
-        assert_eq!(tensor(&arr1(&[1.0f32, f32::NEG_INFINITY])), "tensor([1., -inf])");
+        assert_eq!(
+            tensor(&arr1(&[1.0f32, f32::NEG_INFINITY])),
+            "tensor([1., -inf])"
+        );
         assert_eq!(tensor(&arr1(&[0.0f32, 0.0])), "tensor([0., 0.])");
     }
 
     #[test]
     fn three_dimensions_leave_a_blank_line_between_blocks() {
         let a = Array::from_shape_vec((2, 1, 2), vec![0.5f32, -0.25, 0.5, -0.25]).unwrap();
-        assert_eq!(tensor(&a), "tensor([[[ 0.5000, -0.2500]],\n\n        [[ 0.5000, -0.2500]]])");
+        assert_eq!(
+            tensor(&a),
+            "tensor([[[ 0.5000, -0.2500]],\n\n        [[ 0.5000, -0.2500]]])"
+        );
     }
 
     #[test]

@@ -15,3 +15,13 @@ pub fn softmax<D: Dimension>(x: &Array<f32, D>) -> Array<f32, D> {
     }
     out
 }
+
+/// Placeholder: prints the stage's cells.
+pub fn run<W: std::io::Write>(out: &mut W, _seeds: crate::BookSeeds) -> Result<(), crate::Error> {
+    writeln!(
+        out,
+        "{}",
+        crate::print::tensor(&softmax(&ndarray::arr1(&[1.0f32, 2.0])))
+    )?;
+    Ok(())
+}

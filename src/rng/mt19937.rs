@@ -89,7 +89,10 @@ mod tests {
         // The reference implementation's default seed; these are the first outputs of mt19937ar.c.
         let mut mt = Mt19937::new(5489);
         let got: Vec<u32> = (0..5).map(|_| mt.next_word()).collect();
-        assert_eq!(got, [3499211612, 581869302, 3890346734, 3586334585, 545404204]);
+        assert_eq!(
+            got,
+            [3499211612, 581869302, 3890346734, 3586334585, 545404204]
+        );
     }
 
     #[test]

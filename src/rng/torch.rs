@@ -42,7 +42,10 @@ impl Uniform {
     /// The bounds arrive as Python floats (f64) and are rounded to f32 before the range is taken.
     pub fn new(from: f64, to: f64) -> Self {
         let (from, to) = (from as f32, to as f32);
-        Uniform { from, range: to - from }
+        Uniform {
+            from,
+            range: to - from,
+        }
     }
 }
 
@@ -82,7 +85,9 @@ pub struct Generator {
 impl Generator {
     /// `torch.manual_seed(seed)`. PyTorch keeps the 64-bit seed but seeds MT19937 from its low 32 bits.
     pub fn manual_seed(seed: u64) -> Self {
-        Generator { mt: Mt19937::new(seed as u32) }
+        Generator {
+            mt: Mt19937::new(seed as u32),
+        }
     }
 
     /// `torch.rand(shape)`, float32.
@@ -91,12 +96,22 @@ impl Generator {
     }
 
     /// `torch.empty(shape).uniform_(from, to)`, float32.
-    pub fn uniform<Sh: ShapeBuilder>(&mut self, shape: Sh, from: f64, to: f64) -> Array<f32, Sh::Dim> {
+    pub fn uniform<Sh: ShapeBuilder>(
+        &mut self,
+        shape: Sh,
+        from: f64,
+        to: f64,
+    ) -> Array<f32, Sh::Dim> {
         Array::random_using(shape, Uniform::new(from, to), &mut self.mt)
     }
 
     /// `nn.Linear(d_in, d_out, bias)`'s parameters: the weight `(d_out, d_in)` first, then the bias.
-    pub fn linear(&mut self, d_in: usize, d_out: usize, bias: bool) -> (Array2<f32>, Option<Array1<f32>>) {
+    pub fn linear(
+        &mut self,
+        d_in: usize,
+        d_out: usize,
+        bias: bool,
+    ) -> (Array2<f32>, Option<Array1<f32>>) {
         let bound = kaiming_bound(d_in);
         let weight = self.uniform((d_out, d_in), -bound, bound);
         let bias_bound = 1.0 / (d_in as f64).sqrt();
@@ -107,7 +122,10 @@ impl Generator {
     /// `nn.Dropout(p)` in training mode: zero each element with probability `p`, scale the rest by
     /// `1/(1−p)`. `p == 0` draws nothing and returns the input; `p == 1` draws nothing and returns zeros.
     pub fn dropout<D: Dimension>(&mut self, x: &Array<f32, D>, p: f64) -> Array<f32, D> {
-        assert!((0.0..=1.0).contains(&p), "dropout probability must be in [0, 1], got {p}");
+        assert!(
+            (0.0..=1.0).contains(&p),
+            "dropout probability must be in [0, 1], got {p}"
+        );
         if p == 0.0 {
             return x.clone();
         }
@@ -167,7 +185,9 @@ mod tests {
         let bits: Vec<u32> = w.iter().map(|v| v.to_bits()).collect();
         assert_eq!(
             bits,
-            [0x3ea1d27f, 0x3ee9e2d0, 0x3f03079c, 0xbe2c5302, 0xbeacfe38, 0xbdbbf3f0]
+            [
+                0x3ea1d27f, 0x3ee9e2d0, 0x3f03079c, 0xbe2c5302, 0xbeacfe38, 0xbdbbf3f0
+            ]
         );
         assert_eq!(w.dim(), (2, 3));
         assert!(b.is_none());
@@ -176,7 +196,10 @@ mod tests {
     #[test]
     fn kaiming_bound_is_one_over_sqrt_fan_in_in_f32() {
         for fan_in in 1..2000 {
-            assert_eq!(kaiming_bound(fan_in) as f32, (1.0 / (fan_in as f64).sqrt()) as f32);
+            assert_eq!(
+                kaiming_bound(fan_in) as f32,
+                (1.0 / (fan_in as f64).sqrt()) as f32
+            );
         }
     }
 
