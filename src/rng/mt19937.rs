@@ -23,6 +23,7 @@ pub struct Mt19937 {
 }
 
 impl Mt19937 {
+    // ANCHOR: init_genrand
     /// `init_genrand(seed)`: the state PyTorch's `manual_seed` and NumPy's legacy `seed` build.
     pub fn new(seed: u32) -> Self {
         let mut state = [0u32; N];
@@ -35,7 +36,9 @@ impl Mt19937 {
         }
         Mt19937 { state, index: N }
     }
+    // ANCHOR_END: init_genrand
 
+    // ANCHOR: twist
     /// Regenerates all 624 words at once (the "twist").
     fn twist(&mut self) {
         for i in 0..N {
@@ -45,7 +48,9 @@ impl Mt19937 {
         }
         self.index = 0;
     }
+    // ANCHOR_END: twist
 
+    // ANCHOR: temper
     /// One tempered 32-bit output (`genrand_int32`).
     pub fn next_word(&mut self) -> u32 {
         if self.index >= N {
@@ -58,6 +63,7 @@ impl Mt19937 {
         y ^= (y << 15) & 0xefc6_0000;
         y ^ (y >> 18)
     }
+    // ANCHOR_END: temper
 }
 
 impl RngCore for Mt19937 {

@@ -20,6 +20,7 @@ use rand::{Rng, RngCore};
 
 use super::Mt19937;
 
+// ANCHOR: rand
 /// `torch.rand` on float32: the low 24 bits of one word, scaled into [0, 1).
 #[derive(Clone, Copy, Debug)]
 pub struct Rand;
@@ -29,7 +30,9 @@ impl Distribution<f32> for Rand {
         (rng.next_u32() & 0x00ff_ffff) as f32 * (1.0 / 16_777_216.0)
     }
 }
+// ANCHOR_END: rand
 
+// ANCHOR: uniform
 /// `tensor.uniform_(from, to)` on float32: `rand` mapped onto [from, to) with one fused multiply-add, as
 /// PyTorch's AVX2 and AVX-512 kernels compute it.
 #[derive(Clone, Copy, Debug)]
@@ -54,7 +57,9 @@ impl Distribution<f32> for Uniform {
         Rand.sample(rng).mul_add(self.range, self.from)
     }
 }
+// ANCHOR_END: uniform
 
+// ANCHOR: bernoulli
 /// `bernoulli_(q)` on the default CPU path: one 53-bit double per element, `true` (kept) iff `u < q`.
 #[derive(Clone, Copy, Debug)]
 pub struct Bernoulli {
@@ -67,7 +72,9 @@ impl Distribution<bool> for Bernoulli {
         u < self.q
     }
 }
+// ANCHOR_END: bernoulli
 
+// ANCHOR: kaiming_bound
 /// The bound `kaiming_uniform_(w, a=√5)` gives for `fan_in`, computed the way `torch.nn.init` does, in f64.
 pub fn kaiming_bound(fan_in: usize) -> f64 {
     let a = 5f64.sqrt();
@@ -75,6 +82,7 @@ pub fn kaiming_bound(fan_in: usize) -> f64 {
     let std = gain / (fan_in as f64).sqrt();
     3f64.sqrt() * std
 }
+// ANCHOR_END: kaiming_bound
 
 /// PyTorch's default CPU generator after `torch.manual_seed(seed)`.
 #[derive(Clone, Debug)]
@@ -105,6 +113,7 @@ impl Generator {
         Array::random_using(shape, Uniform::new(from, to), &mut self.mt)
     }
 
+    // ANCHOR: linear
     /// `nn.Linear(d_in, d_out, bias)`'s parameters: the weight `(d_out, d_in)` first, then the bias.
     pub fn linear(
         &mut self,
@@ -118,7 +127,9 @@ impl Generator {
         let bias = bias.then(|| self.uniform(d_out, -bias_bound, bias_bound));
         (weight, bias)
     }
+    // ANCHOR_END: linear
 
+    // ANCHOR: dropout
     /// `nn.Dropout(p)` in training mode: zero each element with probability `p`, scale the rest by
     /// `1/(1−p)`. `p == 0` draws nothing and returns the input; `p == 1` draws nothing and returns zeros.
     pub fn dropout<D: Dimension>(&mut self, x: &Array<f32, D>, p: f64) -> Array<f32, D> {
@@ -138,6 +149,7 @@ impl Generator {
         out.zip_mut_with(&keep, |v, &k| *v *= if k { scale } else { 0.0 });
         out
     }
+    // ANCHOR_END: dropout
 
     /// The next raw word, for readers who want to compare with `torch.randint(0, 2**32, ...)`-style probes.
     pub fn next_word(&mut self) -> u32 {
