@@ -43,3 +43,24 @@ impl Default for BookSeeds {
         }
     }
 }
+
+/// The book's chapters, compiled as doctests so that their standalone Rust snippets keep working.
+#[cfg(doctest)]
+pub mod book {
+    #[doc = include_str!("../book/src/introduction.md")]
+    pub struct Introduction;
+    #[doc = include_str!("../book/src/s1_simple.md")]
+    pub struct S1Simple;
+    #[doc = include_str!("../book/src/s2_trainable.md")]
+    pub struct S2Trainable;
+    #[doc = include_str!("../book/src/s3_causal.md")]
+    pub struct S3Causal;
+    #[doc = include_str!("../book/src/s4_multihead.md")]
+    pub struct S4Multihead;
+    #[doc = include_str!("../book/src/s5_gpt.md")]
+    pub struct S5Gpt;
+    #[doc = include_str!("../book/src/appendix_numbers.md")]
+    pub struct AppendixNumbers;
+    #[doc = include_str!("../book/src/appendix_determinism.md")]
+    pub struct AppendixDeterminism;
+}

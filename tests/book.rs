@@ -1,0 +1,157 @@
+//! The book is built from the crate: every `{{#include}}` must find non-empty text, and every output block
+//! must start at the first line of its snapshot. mdBook itself drops a missing anchor without a word.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// One `{{#include path:selector}}` in a chapter.
+struct Include {
+    chapter: PathBuf,
+    path: PathBuf,
+    selector: Option<String>,
+}
+
+fn book_src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("book/src")
+}
+
+fn chapters() -> Vec<PathBuf> {
+    let mut chapters: Vec<PathBuf> = fs::read_dir(book_src())
+        .expect("book/src exists")
+        .map(|entry| entry.expect("book/src is readable").path())
+        .filter(|path| path.extension().is_some_and(|e| e == "md"))
+        .collect();
+    chapters.sort();
+    chapters
+}
+
+fn includes(chapter: &Path) -> Vec<Include> {
+    let text = fs::read_to_string(chapter).expect("a chapter is readable");
+    text.match_indices("{{#include ")
+        .map(|(start, marker)| {
+            let body = &text[start + marker.len()..];
+            let body = body[..body.find("}}").expect("an include ends with }}")].trim();
+            let (path, selector) = match body.split_once(':') {
+                Some((path, selector)) => (path, Some(selector.to_string())),
+                None => (body, None),
+            };
+            Include {
+                chapter: chapter.to_path_buf(),
+                path: chapter.parent().unwrap().join(path),
+                selector,
+            }
+        })
+        .collect()
+}
+
+/// The text mdBook would include for `anchor`, or `None` if either marker is missing.
+fn anchored<'a>(text: &'a str, anchor: &str) -> Option<&'a str> {
+    let start_marker = format!("ANCHOR: {anchor}\n");
+    let end_marker = format!("ANCHOR_END: {anchor}");
+    let start = text.find(&start_marker)? + start_marker.len();
+    let end = start + text[start..].find(&end_marker)?;
+    let body = &text[start..end];
+    Some(&body[..body.rfind('\n').unwrap_or(0)])
+}
+
+/// The 1-based line on which a snapshot's content starts, after insta's `---` header.
+fn first_output_line(snapshot: &str) -> usize {
+    let mut dashes = snapshot
+        .lines()
+        .enumerate()
+        .filter(|(_, line)| *line == "---");
+    dashes
+        .nth(1)
+        .expect("a snapshot has a header between two --- lines")
+        .0
+        + 2
+}
+
+/// The lines `from:to` (1-based, inclusive, `to` optional) of `text`.
+fn line_range(text: &str, range: &str) -> Option<String> {
+    let (from, to) = range.split_once(':').unwrap_or((range, range));
+    let lines: Vec<&str> = text.lines().collect();
+    let from: usize = from.parse().ok()?;
+    let to: usize = if to.is_empty() {
+        lines.len()
+    } else {
+        to.parse().ok()?
+    };
+    Some(
+        lines
+            .get(from.checked_sub(1)?..to.min(lines.len()))?
+            .join("\n"),
+    )
+}
+
+fn check(include: &Include) -> Result<(), String> {
+    let shown = format!(
+        "{} includes {}",
+        include.chapter.display(),
+        include.path.display()
+    );
+    let text = fs::read_to_string(&include.path).map_err(|e| format!("{shown}: {e}"))?;
+    let selected = match include.selector.as_deref() {
+        None => text.clone(),
+        Some(range) if range.starts_with(|c: char| c.is_ascii_digit()) => {
+            let is_snapshot = include.path.extension().is_some_and(|e| e == "snap");
+            let first = first_output_line(&text);
+            if is_snapshot && !range.starts_with(&format!("{first}:")) {
+                return Err(format!(
+                    "{shown}:{range}: an output block starts at line {first}"
+                ));
+            }
+            line_range(&text, range).ok_or_else(|| format!("{shown}: bad line range {range}"))?
+        }
+        Some(anchor) => anchored(&text, anchor)
+            .ok_or_else(|| format!("{shown}: no anchor {anchor}"))?
+            .to_string(),
+    };
+    if selected.trim().is_empty() {
+        return Err(format!("{shown}: the include is empty"));
+    }
+    Ok(())
+}
+
+#[test]
+fn every_include_resolves_to_non_empty_text() {
+    let all: Vec<Include> = chapters().iter().flat_map(|c| includes(c)).collect();
+    assert!(
+        all.len() >= 10,
+        "the chapters include the crate's code and outputs"
+    );
+    let failures: Vec<String> = all.iter().filter_map(|i| check(i).err()).collect();
+    assert!(
+        failures.is_empty(),
+        "broken includes:\n{}",
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn a_renamed_anchor_is_caught() {
+    let text = "// ANCHOR: softmax\nfn softmax() {}\n// ANCHOR_END: softmax\n";
+    assert_eq!(anchored(text, "softmax"), Some("fn softmax() {}"));
+    assert_eq!(anchored(text, "soft_max"), None);
+    assert_eq!(anchored("// ANCHOR: a\n// ANCHOR_END: a\n", "a"), Some(""));
+}
+
+#[test]
+fn snapshot_output_starts_after_the_header() {
+    let snap = "---\nsource: tests/s1_simple.rs\nexpression: output\n---\nfirst line\nsecond\n";
+    assert_eq!(first_output_line(snap), 5);
+    assert_eq!(
+        line_range(snap, "5:").as_deref(),
+        Some("first line\nsecond")
+    );
+}
+
+#[test]
+fn every_chapter_is_in_the_summary() {
+    let summary = fs::read_to_string(book_src().join("SUMMARY.md")).unwrap();
+    for chapter in chapters() {
+        let name = chapter.file_name().unwrap().to_str().unwrap();
+        let listed = name == "SUMMARY.md" || summary.contains(&format!("({name})"));
+        assert!(listed, "{name} is not in SUMMARY.md");
+    }
+}
