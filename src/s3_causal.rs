@@ -1,1 +1,370 @@
-//! Stage placeholder.
+//! Stage 3 (§3.5, "Hiding future words with causal attention").
+//!
+//! A language model predicts the next token, so while it reads token `t` it must not look at tokens after
+//! `t`. This stage takes stage 2's [`SelfAttentionV2`] and hides the future from it, as §3.5 of the book
+//! does:
+//!
+//! 1. §3.5.1 masks the attention weights twice over. First the simple way: softmax, zero the weights above
+//!    the diagonal, divide each row by its new sum. Then the efficient way: put `-inf` above the diagonal of
+//!    the *scores*, so softmax gives those entries zero weight and each row already sums to 1. Both give
+//!    the same weights.
+//! 2. §3.5.2 applies dropout to the weights: each one is zeroed with probability `p` and the rest are scaled
+//!    by `1/(1−p)`, so a row's expected sum is unchanged.
+//! 3. §3.5.3 packs it all into [`CausalAttention`], which takes a batch `(B, T, C)` and slices a mask built
+//!    once for `context_length` tokens down to the `T` tokens it is given.
+//!
+//! The dropout masks come from [`Generator::dropout`], PyTorch's default CPU path, so the two dropout cells
+//! print the book's masks. PyTorch 2.4 and older on Linux x86-64 with an Intel CPU drew dropout masks through
+//! MKL instead and print different ones there; that is the platform, not an error in the port.
+
+use std::io::Write;
+
+use ndarray::linalg::general_mat_mul;
+use ndarray::{
+    Array, Array2, Array3, ArrayD, ArrayView, ArrayView2, ArrayView3, ArrayViewD, ArrayViewMutD,
+    Axis, Dimension, Ix2, s,
+};
+
+use crate::rng::torch::Generator;
+use crate::s1_simple::softmax;
+use crate::s2_trainable::{Linear, SelfAttentionV2};
+use crate::{BookSeeds, Error, print};
+
+/// The book's six 3-dimensional token embeddings, "Your journey starts with one step": (T, C) = (6, 3).
+// TODO: use stage 1's `inputs` once it is exposed, and delete this copy.
+fn inputs() -> Array2<f32> {
+    ndarray::arr2(&[
+        [0.43, 0.15, 0.89],
+        [0.55, 0.87, 0.66],
+        [0.57, 0.85, 0.64],
+        [0.22, 0.58, 0.33],
+        [0.77, 0.25, 0.10],
+        [0.05, 0.80, 0.55],
+    ])
+}
+
+/// The book's batch: `torch.stack((inputs, inputs), dim=0)`, two copies of the six tokens. (B, T, C) = (2, 6, 3).
+pub fn batch() -> Array3<f32> {
+    let inputs = inputs(); // (T, C)
+    ndarray::stack(Axis(0), &[inputs.view(), inputs.view()]).expect("equal shapes stack") // (B, T, C)
+}
+
+// ANCHOR: mask_after_softmax
+/// `torch.tril(torch.ones(n, n))`: 1 where token `i` may attend to token `j` (`j ≤ i`), 0 in the future.
+pub fn tril_ones(n: usize) -> Array2<f32> {
+    Array2::from_shape_fn((n, n), |(i, j)| if j <= i { 1.0 } else { 0.0 })
+}
+
+/// Divides each row by its sum. After the future weights are zeroed, a row no longer sums to 1; dividing by
+/// what is left gives the attention the remaining tokens would have had if the future had never been there.
+pub fn renormalise(masked: &Array2<f32>) -> Array2<f32> {
+    let row_sums = masked.sum_axis(Axis(1)).insert_axis(Axis(1)); // (T, 1)
+    masked / &row_sums // (T, T)
+}
+// ANCHOR_END: mask_after_softmax
+
+// ANCHOR: causal_mask
+/// The causal mask a layer builds once for `context_length` tokens: `true` above the diagonal, where token
+/// `i` would look at a later token `j > i` (the book's `torch.triu(torch.ones(n, n), diagonal=1).bool()`).
+///
+/// Like the book's `register_buffer`, it holds no weights and draws no random numbers.
+#[derive(Clone, Debug)]
+pub struct CausalMask {
+    /// (context_length, context_length)
+    future: Array2<bool>,
+}
+
+impl CausalMask {
+    /// The mask for inputs of up to `context_length` tokens.
+    pub fn new(context_length: usize) -> Self {
+        CausalMask {
+            future: Array2::from_shape_fn((context_length, context_length), |(i, j)| j > i),
+        }
+    }
+
+    /// The longest input the mask covers.
+    pub fn context_length(&self) -> usize {
+        self.future.nrows()
+    }
+
+    /// The top-left `tokens × tokens` corner (`mask.bool()[:T, :T]`), so that one mask serves every
+    /// shorter input. An input longer than the context has no mask rows: that is an error, not a panic.
+    pub fn for_tokens(&self, tokens: usize) -> Result<ArrayView2<'_, bool>, Error> {
+        let context_length = self.context_length();
+        if tokens > context_length {
+            return Err(Error::ContextTooLong {
+                tokens,
+                context_length,
+            });
+        }
+        Ok(self.future.slice(s![..tokens, ..tokens])) // (T, T)
+    }
+}
+
+/// `scores.masked_fill(future, -inf)`: softmax turns `-inf` into a weight of exactly 0, and the remaining
+/// weights of each row sum to 1 without a second normalisation. The `(T, T)` mask is broadcast over any
+/// leading batch and head axes.
+pub fn mask_future<D: Dimension>(
+    mut scores: Array<f32, D>,
+    future: &ArrayView2<bool>,
+) -> Array<f32, D> {
+    scores.zip_mut_with(future, |score, &is_future| {
+        if is_future {
+            *score = f32::NEG_INFINITY;
+        }
+    });
+    scores
+}
+// ANCHOR_END: causal_mask
+
+// ANCHOR: batched_helpers
+/// `a @ b` over the last two axes, for any number of leading batch axes (B, or B and H) of equal sizes, as
+/// `torch.matmul` does: each `(T, K)` matrix of `a` is multiplied by the matching `(K, N)` matrix of `b`.
+pub fn matmul<D: Dimension>(a: &ArrayView<f32, D>, b: &ArrayView<f32, D>) -> Array<f32, D> {
+    let (a, b) = (a.view().into_dyn(), b.view().into_dyn());
+    let ndim = a.ndim();
+    assert!(
+        ndim >= 2 && b.ndim() == ndim,
+        "matmul needs two arrays with the same number (≥ 2) of axes"
+    );
+    assert_eq!(
+        a.shape()[..ndim - 2],
+        b.shape()[..ndim - 2],
+        "matmul needs equal batch axes"
+    );
+    let mut shape = a.shape().to_vec();
+    shape[ndim - 1] = b.shape()[ndim - 1];
+    let mut product = ArrayD::zeros(shape); // (…, T, N)
+    matmul_into(&a, &b, product.view_mut());
+    product
+        .into_dimensionality()
+        .expect("the product has as many axes as its factors")
+}
+
+/// Recurses over the leading axes down to the matrices, and multiplies those in place.
+fn matmul_into(a: &ArrayViewD<f32>, b: &ArrayViewD<f32>, mut product: ArrayViewMutD<f32>) {
+    if a.ndim() == 2 {
+        let a = a.view().into_dimensionality::<Ix2>().expect("2 axes");
+        let b = b.view().into_dimensionality::<Ix2>().expect("2 axes");
+        let mut c = product.into_dimensionality::<Ix2>().expect("2 axes");
+        general_mat_mul(1.0, &a, &b, 0.0, &mut c);
+        return;
+    }
+    for ((a, b), product) in a
+        .outer_iter()
+        .zip(b.outer_iter())
+        .zip(product.outer_iter_mut())
+    {
+        matmul_into(&a, &b, product);
+    }
+}
+
+/// `linear(x)` on a batch: stage 2's `Linear` works on `(T, C)`, and a batch of `B` such matrices is one
+/// `(B·T, C)` matrix, which is all `nn.Linear` does with the extra axis. (B, T, C) -> (B, T, C').
+pub fn project(linear: &Linear, x: &ArrayView3<f32>) -> Array3<f32> {
+    let (b, t, c) = x.dim();
+    let x = x.as_standard_layout(); // row-major, so the batch flattens without reordering
+    let rows = x
+        .view()
+        .into_shape_with_order((b * t, c))
+        .expect("row-major"); // (B·T, C)
+    let y = linear.forward(&rows); // (B·T, C')
+    let c_out = y.ncols();
+    y.into_shape_with_order((b, t, c_out)).expect("row-major") // (B, T, C')
+}
+// ANCHOR_END: batched_helpers
+
+// ANCHOR: causal_attention
+/// `CausalAttention`: stage 2's self-attention over a batch, with the future masked out and dropout on the
+/// attention weights.
+#[derive(Clone, Debug)]
+pub struct CausalAttention {
+    /// W_query, W_key and W_value: stage 2's layer, drawn in the same order.
+    pub qkv: SelfAttentionV2,
+    /// The probability with which dropout zeroes each attention weight. 0 leaves them alone and draws no
+    /// random numbers.
+    pub dropout: f64,
+    /// Built once for `context_length` tokens.
+    pub mask: CausalMask,
+}
+
+impl CausalAttention {
+    /// `CausalAttention(d_in, d_out, context_length, dropout, qkv_bias)`: draws W_query, W_key and W_value
+    /// from `rng`, in that order. The mask and the dropout layer draw nothing.
+    pub fn new(
+        rng: &mut Generator,
+        d_in: usize,
+        d_out: usize,
+        context_length: usize,
+        dropout: f64,
+        qkv_bias: bool,
+    ) -> Self {
+        CausalAttention {
+            qkv: SelfAttentionV2::new(rng, d_in, d_out, qkv_bias),
+            dropout,
+            mask: CausalMask::new(context_length),
+        }
+    }
+
+    /// (B, T, d_in) -> (B, T, d_out). Dropout draws its mask from `rng`, after every weight was drawn, as
+    /// PyTorch's global generator does; with `dropout == 0` nothing is drawn.
+    pub fn forward(&self, x: &ArrayView3<f32>, rng: &mut Generator) -> Result<Array3<f32>, Error> {
+        let (_, tokens, _) = x.dim(); // (B, T, C)
+        let future = self.mask.for_tokens(tokens)?; // (T, T)
+        let queries = project(&self.qkv.w_query, x); // (B, T, d_out)
+        let keys = project(&self.qkv.w_key, x); // (B, T, d_out)
+        let values = project(&self.qkv.w_value, x); // (B, T, d_out)
+        let scores = matmul(&queries.view(), &keys.view().permuted_axes([0, 2, 1])); // (B, T, T)
+        let d_k = keys.dim().2 as f32;
+        let weights = softmax(&(mask_future(scores, &future) / d_k.sqrt())); // (B, T, T)
+        let weights = rng.dropout(&weights, self.dropout); // (B, T, T)
+        Ok(matmul(&weights.view(), &values.view())) // (B, T, d_out)
+    }
+}
+// ANCHOR_END: causal_attention
+
+/// Writes one notebook cell: `[#24] attn_weights` (the cell and what it prints), the lines the book prints,
+/// then a blank line.
+pub(crate) fn cell<W: Write>(
+    out: &mut W,
+    tag: &str,
+    expressions: &str,
+    printed: &[String],
+) -> std::io::Result<()> {
+    writeln!(out, "[{tag}] {expressions}")?;
+    for text in printed {
+        writeln!(out, "{text}")?;
+    }
+    writeln!(out)
+}
+
+/// Writes a section heading and the blank line after it.
+pub(crate) fn heading<W: Write>(out: &mut W, title: &str) -> std::io::Result<()> {
+    writeln!(out, "## {title}")?;
+    writeln!(out)
+}
+
+/// Prints the cells of §3.5 (#24–#33) in the book's order.
+pub fn run<W: Write>(out: &mut W, seeds: BookSeeds) -> Result<(), Error> {
+    let attn_weights = applying_a_causal_mask(out, seeds)?;
+    dropout_on_the_weights(out, seeds, &attn_weights)?;
+    compact_causal_attention(out, seeds)
+}
+
+/// §3.5.1, cells #24–#29: both masking methods on stage 2's seed-789 weights. Returns the causal weights.
+fn applying_a_causal_mask<W: Write>(out: &mut W, seeds: BookSeeds) -> Result<Array2<f32>, Error> {
+    heading(out, "3.5.1 Applying a causal attention mask")?;
+    let inputs = inputs(); // (T, C)
+    let mut rng = Generator::manual_seed(seeds.seed_789);
+    let sa_v2 = SelfAttentionV2::new(&mut rng, 3, 2, false);
+    let attn_scores = sa_v2.scores(&inputs.view()); // (T, T)
+    let d_k = sa_v2.w_key.weight.nrows() as f32;
+    let attn_weights = softmax(&(&attn_scores / d_k.sqrt())); // (T, T)
+    cell(out, "#24", "attn_weights", &[print::tensor(&attn_weights)])?;
+
+    // ANCHOR: mask_simple
+    let context_length = attn_scores.nrows();
+    let mask_simple = tril_ones(context_length); // (T, T)
+    let masked_simple = &attn_weights * &mask_simple; // (T, T)
+    let masked_simple_norm = renormalise(&masked_simple); // (T, T)
+    // ANCHOR_END: mask_simple
+    cell(out, "#25", "mask_simple", &[print::tensor(&mask_simple)])?;
+    cell(
+        out,
+        "#26",
+        "masked_simple",
+        &[print::tensor(&masked_simple)],
+    )?;
+    cell(
+        out,
+        "#27",
+        "masked_simple_norm",
+        &[print::tensor(&masked_simple_norm)],
+    )?;
+
+    // ANCHOR: mask_inf
+    let future = CausalMask::new(context_length);
+    let masked = mask_future(attn_scores, &future.for_tokens(context_length)?); // (T, T)
+    let attn_weights = softmax(&(&masked / d_k.sqrt())); // (T, T)
+    // ANCHOR_END: mask_inf
+    cell(out, "#28", "masked", &[print::tensor(&masked)])?;
+    cell(out, "#29", "attn_weights", &[print::tensor(&attn_weights)])?;
+
+    let same = allclose(&masked_simple_norm, &attn_weights);
+    let same = if same { "True" } else { "False" };
+    cell(
+        out,
+        "check",
+        "torch.allclose(masked_simple_norm, attn_weights)",
+        &[same.to_string()],
+    )?;
+    Ok(attn_weights)
+}
+
+/// `torch.allclose(a, b)` with its default tolerances: `|a − b| ≤ 1e-8 + 1e-5·|b|` everywhere.
+pub fn allclose<D: Dimension>(a: &Array<f32, D>, b: &Array<f32, D>) -> bool {
+    a.shape() == b.shape()
+        && a.iter()
+            .zip(b)
+            .all(|(&a, &b)| (a - b).abs() <= 1e-8 + 1e-5 * b.abs())
+}
+
+/// §3.5.2, cells #30–#31: dropout on a matrix of ones, then on the causal weights.
+fn dropout_on_the_weights<W: Write>(
+    out: &mut W,
+    seeds: BookSeeds,
+    attn_weights: &Array2<f32>,
+) -> Result<(), Error> {
+    heading(
+        out,
+        "3.5.2 Masking additional attention weights with dropout",
+    )?;
+    writeln!(
+        out,
+        "Note: PyTorch 2.4 and older on Linux x86-64 (Intel CPUs) drew dropout masks through MKL \
+         and print different masks in #30 and #31.\n"
+    )?;
+    // ANCHOR: dropout
+    let mut rng = Generator::manual_seed(seeds.seed_123);
+    let example = Array2::<f32>::ones((6, 6)); // (T, T)
+    let dropped = rng.dropout(&example, 0.5); // about half zeroed, the rest doubled
+    // The notebook calls torch.manual_seed(123) again, so the weights see the same mask.
+    let mut rng = Generator::manual_seed(seeds.seed_123);
+    let dropped_weights = rng.dropout(attn_weights, 0.5); // (T, T)
+    // ANCHOR_END: dropout
+    cell(out, "#30", "dropout(example)", &[print::tensor(&dropped)])?;
+    cell(
+        out,
+        "#31",
+        "dropout(attn_weights)",
+        &[print::tensor(&dropped_weights)],
+    )?;
+    Ok(())
+}
+
+/// §3.5.3, cells #32–#33: `CausalAttention` on the batch.
+fn compact_causal_attention<W: Write>(out: &mut W, seeds: BookSeeds) -> Result<(), Error> {
+    heading(
+        out,
+        "3.5.3 Implementing a compact causal self-attention class",
+    )?;
+    let batch = batch(); // (B, T, C)
+    cell(out, "#32", "batch.shape", &[print::size(batch.shape())])?;
+
+    // ANCHOR: causal_attention_usage
+    let mut rng = Generator::manual_seed(seeds.seed_123);
+    let context_length = batch.dim().1;
+    let ca = CausalAttention::new(&mut rng, 3, 2, context_length, 0.0, false);
+    let context_vecs = ca.forward(&batch.view(), &mut rng)?; // (B, T, d_out)
+    // ANCHOR_END: causal_attention_usage
+    cell(
+        out,
+        "#33",
+        "context_vecs, context_vecs.shape",
+        &[
+            print::tensor(&context_vecs),
+            format!("context_vecs.shape: {}", print::size(context_vecs.shape())),
+        ],
+    )?;
+    Ok(())
+}
