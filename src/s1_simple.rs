@@ -1,9 +1,125 @@
-//! Stage 1 (§3.3, "A simple self-attention mechanism without trainable weights").
+//! Stage 1: §3.3 of the book, "Attending to different parts of the input with self-attention".
+//!
+//! §3.3.1 builds one context vector, z⁽²⁾, for the second token "journey" in three steps, each first as a
+//! loop: the scores ω (dot products with the query), the weights α (the scores normalised to sum to 1, by
+//! the sum and then by softmax), and the context vector (the inputs weighted by α). §3.3.2 does the same for
+//! every token at once, and shows that the loops are matrix products. Nothing here is trained and nothing is
+//! random, so `--seed` changes nothing in this stage.
+//!
+//! [`run`] prints the notebook's cells #2–#13 as the book prints them.
 
-use ndarray::{Array, Axis, Dimension};
+use std::io::Write;
 
+use ndarray::{Array, Array1, Array2, ArrayView1, ArrayView2, Axis, Dimension, arr2};
+
+use crate::print;
+
+/// The words of the chapter's six-token sentence, in order.
+pub const TOKENS: [&str; 6] = ["Your", "journey", "starts", "with", "one", "step"];
+
+// ANCHOR: inputs
+/// One 3-dimensional embedding per token of "Your journey starts with one step", as chapter 2 would have
+/// produced them (the book picks small numbers so that each vector fits on a line).
+pub const INPUTS: [[f32; 3]; 6] = [
+    [0.43, 0.15, 0.89], // Your     (x^1)
+    [0.55, 0.87, 0.66], // journey  (x^2)
+    [0.57, 0.85, 0.64], // starts   (x^3)
+    [0.22, 0.58, 0.33], // with     (x^4)
+    [0.77, 0.25, 0.10], // one      (x^5)
+    [0.05, 0.80, 0.55], // step     (x^6)
+];
+
+/// [`INPUTS`] as a tensor: (T, d_in) = (6, 3).
+pub fn inputs() -> Array2<f32> {
+    arr2(&INPUTS)
+}
+// ANCHOR_END: inputs
+
+/// The sentence the inputs embed.
+pub fn sentence() -> String {
+    TOKENS.join(" ")
+}
+
+// ANCHOR: scores_loop
+/// Step 1: the attention scores ω₂ᵢ = x⁽ⁱ⁾·q for one query, one dot product per input token.
+pub fn attn_scores_for(query: &ArrayView1<f32>, inputs: &ArrayView2<f32>) -> Array1<f32> {
+    let mut attn_scores = Array1::zeros(inputs.nrows()); // (T)
+    for (i, x_i) in inputs.rows().into_iter().enumerate() {
+        attn_scores[i] = x_i.dot(query);
+    }
+    attn_scores
+}
+// ANCHOR_END: scores_loop
+
+// ANCHOR: dot_loop
+/// A dot product spelled out: multiply element by element and add up, as `torch.dot` does.
+pub fn dot_loop(a: &ArrayView1<f32>, b: &ArrayView1<f32>) -> f32 {
+    let mut res = 0.0;
+    for (x, y) in a.iter().zip(b) {
+        res += x * y;
+    }
+    res
+}
+// ANCHOR_END: dot_loop
+
+// ANCHOR: torch_sum
+/// `x.sum()` (or `x.sum(dim=-1)` on one row) in the order PyTorch's CPU kernel adds, for rows shorter
+/// than 8.
+///
+/// The order decides the last bit, and the last bit decides how torch prints a sum: `tensor(1.)` when it is
+/// exactly 1 and `tensor(1.0000)` otherwise. Summed left to right, the naive softmax weights of cell #5 give
+/// 1.0000001, but the book prints `Sum: tensor(1.)`. PyTorch's `cascade_sum` (ATen
+/// `native/cpu/SumKernel.cpp`) takes its scalar path for a row shorter than one vector register (8 floats
+/// with AVX2 or NEON, 16 with AVX-512): `row_sum` reads the row as rows of 4 and keeps four running sums,
+/// adds the leftover elements to the first, and then adds the other three to it. For six values that is
+/// `((((x0 + x4) + x5) + x1) + x2) + x3`, all in f32, which gives 1.0 for cell #5 and still 1.0000001 for
+/// cell #4.
+pub fn torch_sum(row: &ArrayView1<f32>) -> f32 {
+    assert!(
+        row.len() < 8,
+        "torch_sum replays PyTorch's scalar path, which it takes only for rows shorter than 8"
+    );
+    let mut partial = [0.0f32; 4];
+    let whole = row.len() / 4 * 4;
+    for (k, &x) in row.iter().take(whole).enumerate() {
+        partial[k % 4] += x;
+    }
+    for &x in row.iter().skip(whole) {
+        partial[0] += x;
+    }
+    partial[1..].iter().fold(partial[0], |sum, &p| sum + p)
+}
+// ANCHOR_END: torch_sum
+
+/// `x.sum(dim=-1)` of a matrix: one [`torch_sum`] per row, (T, T) -> (T).
+pub fn torch_row_sums(x: &ArrayView2<f32>) -> Array1<f32> {
+    x.rows().into_iter().map(|row| torch_sum(&row)).collect()
+}
+
+// ANCHOR: normalize_by_sum
+/// Step 2, first try: divide the scores by their sum, so the weights add up to 1.
+pub fn normalize_by_sum(attn_scores: &ArrayView1<f32>) -> Array1<f32> {
+    attn_scores / torch_sum(attn_scores)
+}
+// ANCHOR_END: normalize_by_sum
+
+// ANCHOR: softmax_naive
+/// Softmax as the formula reads, exp(xᵢ) / Σⱼ exp(xⱼ). A score of 89 already overflows f32's `exp`, which
+/// is why [`softmax`] subtracts the maximum first.
+pub fn softmax_naive(x: &ArrayView1<f32>) -> Array1<f32> {
+    let exp = x.mapv(libm::expf);
+    let sum = torch_sum(&exp.view());
+    exp / sum
+}
+// ANCHOR_END: softmax_naive
+
+// ANCHOR: softmax
 /// Softmax over the last axis, with the row maximum subtracted first so that `exp` cannot overflow
 /// (what `torch.softmax(x, dim=-1)` computes).
+///
+/// The result is the same as [`softmax_naive`]'s, because exp(xᵢ − m) / Σⱼ exp(xⱼ − m) cancels the e⁻ᵐ.
+/// PyTorch adds each row's exponentials left to right inside softmax (for rows shorter than a vector
+/// register), which is also what `row.sum()` does here.
 pub fn softmax<D: Dimension>(x: &Array<f32, D>) -> Array<f32, D> {
     let last = Axis(x.ndim() - 1);
     let mut out = x.clone();
@@ -15,13 +131,183 @@ pub fn softmax<D: Dimension>(x: &Array<f32, D>) -> Array<f32, D> {
     }
     out
 }
+// ANCHOR_END: softmax
 
-/// Placeholder: prints the stage's cells.
-pub fn run<W: std::io::Write>(out: &mut W, _seeds: crate::BookSeeds) -> Result<(), crate::Error> {
-    writeln!(
+// ANCHOR: context_loop
+/// Step 3: the context vector z = Σᵢ αᵢ·x⁽ⁱ⁾, the inputs weighted by the attention weights.
+pub fn context_vector(attn_weights: &ArrayView1<f32>, inputs: &ArrayView2<f32>) -> Array1<f32> {
+    let mut context_vec = Array1::zeros(inputs.ncols()); // (d_in)
+    for (i, x_i) in inputs.rows().into_iter().enumerate() {
+        context_vec += &(&x_i * attn_weights[i]);
+    }
+    context_vec
+}
+// ANCHOR_END: context_loop
+
+// ANCHOR: all_scores_loop
+/// Step 1 for every query at once: ωᵢⱼ = x⁽ⁱ⁾·x⁽ʲ⁾ by two loops, (T, d_in) -> (T, T).
+pub fn attn_scores_loops(inputs: &ArrayView2<f32>) -> Array2<f32> {
+    let t = inputs.nrows();
+    let mut attn_scores = Array2::zeros((t, t)); // (T, T)
+    for (i, x_i) in inputs.rows().into_iter().enumerate() {
+        for (j, x_j) in inputs.rows().into_iter().enumerate() {
+            attn_scores[[i, j]] = x_i.dot(&x_j);
+        }
+    }
+    attn_scores
+}
+// ANCHOR_END: all_scores_loop
+
+// ANCHOR: matrix_form
+/// All three steps for every token as matrix products: `inputs @ inputs.T`, a softmax over each row, and
+/// `attn_weights @ inputs`. Returns (scores, weights, context vectors).
+///
+/// The product adds the same three terms as [`attn_scores_loops`], but a matrix-product kernel may fuse each
+/// multiply into its add, so a few scores differ from the loops' in the last bit. Both print the same four
+/// decimals, in the book as here.
+pub fn simple_attention(inputs: &ArrayView2<f32>) -> (Array2<f32>, Array2<f32>, Array2<f32>) {
+    let attn_scores = inputs.dot(&inputs.t()); // (T, T)
+    let attn_weights = softmax(&attn_scores); // (T, T)
+    let all_context_vecs = attn_weights.dot(inputs); // (T, d_in)
+    (attn_scores, attn_weights, all_context_vecs)
+}
+// ANCHOR_END: matrix_form
+
+/// Cell #11's `row_2_sum`: the book adds the row as it printed it, `sum([0.1385, 0.2379, ...])`, so this
+/// rounds each weight to the four printed decimals and adds them as Python floats (f64).
+pub fn printed_row_sum(row: &ArrayView1<f32>) -> f64 {
+    row.iter()
+        .map(|w| {
+            format!("{w:.4}")
+                .parse::<f64>()
+                .expect("a formatted f32 parses")
+        })
+        .fold(0.0, |sum, w| sum + w)
+}
+
+/// A Python float as `print` shows it: the shortest text that reads back as the same f64 (`1.0`,
+/// `0.9999999999999999`). Rust's `{:?}` writes the same for the magnitudes printed here.
+pub fn python_float(v: f64) -> String {
+    format!("{v:?}")
+}
+
+/// Writes a section heading, `## 3.3.1 A simple self-attention mechanism without trainable weights`, and a
+/// blank line. Every stage of chapter 3 prints its sections this way.
+pub fn heading<W: Write>(out: &mut W, section: &str) -> std::io::Result<()> {
+    writeln!(out, "## {section}\n")
+}
+
+/// Writes one notebook cell: its label line, `[#2] attn_scores_2` for `number` `"#2"` and `prints`
+/// `"attn_scores_2"`, then the lines it prints, then a blank line.
+pub fn cell<W: Write>(
+    out: &mut W,
+    number: &str,
+    prints: &str,
+    lines: &[String],
+) -> std::io::Result<()> {
+    writeln!(out, "[{number}] {prints}")?;
+    for line in lines {
+        writeln!(out, "{line}")?;
+    }
+    writeln!(out)
+}
+
+/// §3.3.1: scores, weights and the context vector of the query "journey", x⁽²⁾.
+fn print_3_3_1<W: Write>(out: &mut W, inputs: &ArrayView2<f32>) -> std::io::Result<Array1<f32>> {
+    heading(
         out,
-        "{}",
-        crate::print::tensor(&softmax(&ndarray::arr1(&[1.0f32, 2.0])))
+        "3.3.1 A simple self-attention mechanism without trainable weights",
     )?;
+    let query = inputs.row(1); // (d_in): "journey"
+    let attn_scores_2 = attn_scores_for(&query, inputs); // (T)
+    cell(out, "#2", "attn_scores_2", &[print::tensor(&attn_scores_2)])?;
+
+    let res = dot_loop(&inputs.row(0), &query);
+    let torch_dot = inputs.row(0).dot(&query);
+    let printed = [print::scalar(res), print::scalar(torch_dot)];
+    cell(out, "#3", "res; torch.dot(inputs[0], query)", &printed)?;
+
+    let normalizations = [
+        (
+            "#4",
+            "attn_weights_2_tmp",
+            normalize_by_sum(&attn_scores_2.view()),
+        ),
+        (
+            "#5",
+            "attn_weights_2_naive",
+            softmax_naive(&attn_scores_2.view()),
+        ),
+        ("#6", "attn_weights_2", softmax(&attn_scores_2)),
+    ];
+    for (number, name, weights) in &normalizations {
+        let printed = [
+            format!("Attention weights: {}", print::tensor(weights)),
+            format!("Sum: {}", print::scalar(torch_sum(&weights.view()))),
+        ];
+        cell(out, number, &format!("{name}; {name}.sum()"), &printed)?;
+    }
+
+    let attn_weights_2 = &normalizations[2].2;
+    let context_vec_2 = context_vector(&attn_weights_2.view(), inputs); // (d_in)
+    cell(out, "#7", "context_vec_2", &[print::tensor(&context_vec_2)])?;
+    Ok(context_vec_2)
+}
+
+/// §3.3.2: the same for all six tokens, by loops and as matrix products.
+fn print_3_3_2<W: Write>(
+    out: &mut W,
+    inputs: &ArrayView2<f32>,
+    context_vec_2: &Array1<f32>,
+) -> std::io::Result<()> {
+    heading(
+        out,
+        "3.3.2 Computing attention weights for all input tokens",
+    )?;
+    let by_loops = attn_scores_loops(inputs); // (T, T)
+    cell(
+        out,
+        "#8",
+        "attn_scores (loops)",
+        &[print::tensor(&by_loops)],
+    )?;
+
+    let (attn_scores, attn_weights, all_context_vecs) = simple_attention(inputs);
+    cell(
+        out,
+        "#9",
+        "attn_scores = inputs @ inputs.T",
+        &[print::tensor(&attn_scores)],
+    )?;
+    cell(out, "#10", "attn_weights", &[print::tensor(&attn_weights)])?;
+
+    let row_2_sum = printed_row_sum(&attn_weights.row(1));
+    let row_sums = torch_row_sums(&attn_weights.view()); // (T)
+    let printed = [
+        format!("Row 2 sum: {}", python_float(row_2_sum)),
+        format!("All row sums: {}", print::tensor(&row_sums)),
+    ];
+    cell(out, "#11", "row_2_sum; attn_weights.sum(dim=-1)", &printed)?;
+
+    cell(
+        out,
+        "#12",
+        "all_context_vecs",
+        &[print::tensor(&all_context_vecs)],
+    )?;
+    let printed = [format!(
+        "Previous 2nd context vector: {}",
+        print::tensor(context_vec_2)
+    )];
+    cell(out, "#13", "context_vec_2", &printed)?;
+    Ok(())
+}
+
+/// Writes cells #2–#13 of the chapter in order, as the book prints them. Stage 1 draws no random numbers,
+/// so `seeds` is unused; it is taken so that every stage runs the same way.
+pub fn run<W: Write>(out: &mut W, _seeds: crate::BookSeeds) -> Result<(), crate::Error> {
+    let inputs = inputs(); // (T, d_in)
+    let context_vec_2 = print_3_3_1(out, &inputs.view())?;
+    print_3_3_2(out, &inputs.view(), &context_vec_2)?;
     Ok(())
 }
