@@ -1,0 +1,247 @@
+//! The chapter's `CharDataset`: characters as tokens, a 90/10 split, overlapping windows, batches in order.
+//!
+//! Expected figures for Tiny Shakespeare (`data/tinyshakespeare.txt`, sha256 `86c4e6aa…65ed`), with the
+//! tutorial's batch size 4, context 32 and stride 16:
+//!
+//! | figure | value |
+//! |---|---|
+//! | characters | 1,115,394 (all ASCII) |
+//! | vocabulary | 65 symbols, in code-point order: `\n`, space, `!$&',-.3:;?`, A–Z, a–z |
+//! | split at | character 1,003,854 (`int(0.9·n)`) |
+//! | train windows → batches | 62,739 → **15,684** per epoch |
+//! | test windows → batches | 6,970 → **1,742** |
+//!
+//! Nothing is shuffled, so epoch after epoch sees the batches in the same order, and the last partial batch
+//! is dropped.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use super::error::Error;
+
+/// The file the tutorial reads, where `data/fetch.sh` puts it.
+pub const DATA_FILE: &str = "data/tinyshakespeare.txt";
+
+/// Where to look when no path is given: `data/` of the current directory or of this crate, then the
+/// workspace's shared copy next to the crate. The first file that exists wins.
+pub fn default_data_path() -> PathBuf {
+    let crate_root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let candidates = [
+        PathBuf::from(DATA_FILE),
+        crate_root.join(DATA_FILE),
+        PathBuf::from("../shared").join(DATA_FILE),
+        crate_root.join("../shared").join(DATA_FILE),
+    ];
+    candidates
+        .iter()
+        .find(|p| p.is_file())
+        .unwrap_or(&candidates[0])
+        .clone()
+}
+
+/// Which half of the text a batch comes from (`dataset.train()` / `dataset.eval()`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Split {
+    Train,
+    Test,
+}
+
+/// One batch: inputs and next-token targets, each (B, T) row-major.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Batch {
+    /// B, the number of windows.
+    pub rows: usize,
+    pub x: Vec<usize>,
+    pub y: Vec<usize>,
+}
+
+// ANCHOR: dataset
+/// A text as character tokens, cut into windows of T tokens every `stride` tokens.
+#[derive(Clone, Debug)]
+pub struct CharDataset {
+    /// The distinct characters, sorted: token i is `vocab[i]`.
+    pub vocab: Vec<char>,
+    /// The whole text, encoded.
+    pub tokens: Vec<usize>,
+    pub batch_size: usize,
+    pub context_size: usize,
+    pub stride: usize,
+    /// Where the test part starts: `int(len · 0.9)`.
+    pub split_at: usize,
+    train_windows: Vec<usize>,
+    test_windows: Vec<usize>,
+}
+
+impl CharDataset {
+    /// Reads a UTF-8 text file and builds the dataset with stride T/2 and a 90/10 split.
+    pub fn load(path: &Path, batch_size: usize, context_size: usize) -> Result<Self, Error> {
+        let text = read_text(path)?;
+        let ds = Self::from_text(&text, batch_size, context_size);
+        for (split, name) in [(Split::Train, "train"), (Split::Test, "test")] {
+            if ds.len(split) == 0 {
+                let path = path.to_path_buf();
+                return Err(Error::DataTooShort {
+                    path,
+                    split: name,
+                    batch_size,
+                    context_size,
+                });
+            }
+        }
+        Ok(ds)
+    }
+
+    /// The dataset of an in-memory text (the tutorial's `load`, `encode` and `_pack`).
+    pub fn from_text(text: &str, batch_size: usize, context_size: usize) -> Self {
+        assert!(
+            batch_size > 0 && context_size > 0,
+            "batch and context size must be positive"
+        );
+        let vocab: Vec<char> = text.chars().collect::<BTreeSet<_>>().into_iter().collect();
+        let tokens: Vec<usize> = text
+            .chars()
+            .map(|ch| vocab.binary_search(&ch).unwrap())
+            .collect();
+        let stride = (context_size / 2).max(1);
+        let split_at = (tokens.len() as f64 * 0.9) as usize;
+        let train_windows = windows(split_at, context_size, stride);
+        let test_windows = windows(tokens.len() - split_at, context_size, stride)
+            .into_iter()
+            .map(|start| start + split_at)
+            .collect();
+        CharDataset {
+            vocab,
+            tokens,
+            batch_size,
+            context_size,
+            stride,
+            split_at,
+            train_windows,
+            test_windows,
+        }
+    }
+
+    pub fn vocab_size(&self) -> usize {
+        self.vocab.len()
+    }
+
+    /// Whole batches in a split; the partial last batch is dropped.
+    pub fn len(&self, split: Split) -> usize {
+        self.windows(split).len() / self.batch_size
+    }
+
+    /// True when a split has no whole batch.
+    pub fn is_empty(&self, split: Split) -> bool {
+        self.len(split) == 0
+    }
+
+    /// Windows (not batches) in a split.
+    pub fn window_count(&self, split: Split) -> usize {
+        self.windows(split).len()
+    }
+
+    /// `ds[i]`: windows i·B .. (i+1)·B, as x (B, T) and y = x shifted by one token (B, T).
+    pub fn batch(&self, split: Split, i: usize) -> Batch {
+        let t = self.context_size;
+        let starts = &self.windows(split)[i * self.batch_size..(i + 1) * self.batch_size];
+        let x = starts
+            .iter()
+            .flat_map(|&s| &self.tokens[s..s + t])
+            .copied()
+            .collect();
+        let y = starts
+            .iter()
+            .flat_map(|&s| &self.tokens[s + 1..s + t + 1])
+            .copied()
+            .collect();
+        Batch {
+            rows: self.batch_size,
+            x,
+            y,
+        }
+    }
+
+    /// Token ids of a text, or an error naming the first character outside the vocabulary.
+    pub fn encode(&self, text: &str) -> Result<Vec<usize>, Error> {
+        let id = |ch| {
+            self.vocab
+                .binary_search(&ch)
+                .map_err(|_| Error::PromptCharacter { ch })
+        };
+        text.chars().map(id).collect()
+    }
+
+    pub fn decode(&self, tokens: &[usize]) -> String {
+        tokens.iter().map(|&t| self.vocab[t]).collect()
+    }
+
+    fn windows(&self, split: Split) -> &[usize] {
+        match split {
+            Split::Train => &self.train_windows,
+            Split::Test => &self.test_windows,
+        }
+    }
+}
+
+/// `range(0, len(tokens) − T − 1, stride)`: start of each window of T inputs plus one target.
+fn windows(len: usize, context_size: usize, stride: usize) -> Vec<usize> {
+    (0..len.saturating_sub(context_size + 1))
+        .step_by(stride)
+        .collect()
+}
+// ANCHOR_END: dataset
+
+/// Reads the corpus, turning each way it can fail into an [`Error`] that says what to do.
+fn read_text(path: &Path) -> Result<String, Error> {
+    let bytes = std::fs::read(path).map_err(|source| match source.kind() {
+        std::io::ErrorKind::NotFound => Error::DataMissing {
+            path: path.to_path_buf(),
+        },
+        _ => Error::DataUnreadable {
+            path: path.to_path_buf(),
+            source,
+        },
+    })?;
+    let not_text = |why: String| Error::DataNotText {
+        path: path.to_path_buf(),
+        why,
+    };
+    if let Some(at) = bytes.iter().position(|&b| b == 0) {
+        return Err(not_text(format!(
+            "a zero byte at offset {at}, so it looks binary"
+        )));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        not_text(format!(
+            "invalid byte at offset {}",
+            e.utf8_error().valid_up_to()
+        ))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_follow_python_range() {
+        // range(0, 100 - 32 - 1, 16) = 0, 16, 32, 48, 64
+        assert_eq!(windows(100, 32, 16), [0, 16, 32, 48, 64]);
+        assert!(windows(33, 32, 16).is_empty());
+        assert!(windows(5, 32, 16).is_empty());
+    }
+
+    #[test]
+    fn small_text_round_trips() {
+        let ds = CharDataset::from_text("hello world, hello moon", 2, 4);
+        assert_eq!(ds.decode(&ds.encode("hello").unwrap()), "hello");
+        assert!(matches!(
+            ds.encode("hex"),
+            Err(Error::PromptCharacter { ch: 'x' })
+        ));
+        let b = ds.batch(Split::Train, 0);
+        assert_eq!(ds.decode(&b.x[..4]), "hell");
+        assert_eq!(ds.decode(&b.y[..4]), "ello");
+        assert_eq!(ds.decode(&b.x[4..]), "llo ");
+    }
+}

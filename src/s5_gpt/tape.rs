@@ -1,0 +1,168 @@
+//! The autograd: a tape of nodes, pushed in forward order and walked in reverse.
+//!
+//! The seed tutorial's `Tensor` keeps `parents` and a `gradient_fn` closure on every tensor, sorts the graph
+//! topologically in `backward()` and calls the closures in reverse. A forward pass already visits the nodes
+//! in a topological order, so here each operation simply appends its output to a [`Tape`]: node `i` can only
+//! depend on nodes before it, and walking the tape from the end runs every gradient after all of its
+//! contributions have arrived. No `Rc<RefCell>` graph is needed; a node is an index.
+//!
+//! The first nodes of the tape are the model's parameters. They stay when [`Tape::reset`] clears the rest,
+//! so one tape serves every training step, and the optimiser updates them in place.
+//!
+//! Each operation's forward pass and its gradient live side by side in [`super::ops`].
+
+use super::ops::Op;
+
+/// An n-dimensional float32 array in row-major order: the tutorial's `Tensor.data` (DTYPE = float32).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tensor {
+    pub shape: Vec<usize>,
+    pub data: Vec<f32>,
+}
+
+impl Tensor {
+    /// # Panics
+    /// If `data` does not hold exactly the number of values `shape` describes.
+    pub fn new(shape: &[usize], data: Vec<f32>) -> Self {
+        let len: usize = shape.iter().product();
+        assert_eq!(
+            data.len(),
+            len,
+            "shape {shape:?} needs {len} values, got {}",
+            data.len()
+        );
+        Tensor {
+            shape: shape.to_vec(),
+            data,
+        }
+    }
+
+    /// The size of the last axis (C, V or T, depending on the tensor).
+    pub fn last_dim(&self) -> usize {
+        *self.shape.last().unwrap_or(&1)
+    }
+
+    /// `ndim` in NumPy's terms; AdamW decays only tensors with two or more.
+    pub fn ndim(&self) -> usize {
+        self.shape.len()
+    }
+}
+
+/// A node on the tape: the index of a value and its gradient.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NodeId(pub(super) usize);
+
+/// The arena: values, gradients and the operations that made them, all indexed by [`NodeId`].
+#[derive(Debug, Default)]
+pub struct Tape {
+    values: Vec<Tensor>,
+    /// The gradient of each value; an empty vector stands for zeros that nothing has added to yet.
+    grads: Vec<Vec<f32>>,
+    ops: Vec<Op>,
+    /// How many nodes at the start are parameters.
+    params: usize,
+}
+
+impl Tape {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a parameter. Parameters come before every other node.
+    pub fn param(&mut self, value: Tensor) -> NodeId {
+        assert_eq!(
+            self.values.len(),
+            self.params,
+            "parameters must be added before any operation"
+        );
+        self.params += 1;
+        self.push(value, Op::Leaf)
+    }
+
+    /// Adds a constant input (no gradient is needed, but it is kept like any other node).
+    pub fn input(&mut self, value: Tensor) -> NodeId {
+        self.push(value, Op::Leaf)
+    }
+
+    /// Appends an operation's output. Used by the operations in [`super::ops`].
+    pub(super) fn push(&mut self, value: Tensor, op: Op) -> NodeId {
+        self.values.push(value);
+        self.grads.push(Vec::new());
+        self.ops.push(op);
+        NodeId(self.values.len() - 1)
+    }
+
+    pub fn value(&self, id: NodeId) -> &Tensor {
+        &self.values[id.0]
+    }
+
+    /// The gradient of a node, or `None` if no gradient has reached it (it is zero).
+    pub fn grad(&self, id: NodeId) -> Option<&[f32]> {
+        let g = &self.grads[id.0];
+        (!g.is_empty()).then_some(g.as_slice())
+    }
+
+    /// Drops every node after the parameters: the next forward pass starts from a clean tape.
+    pub fn reset(&mut self) {
+        self.values.truncate(self.params);
+        self.grads.truncate(self.params);
+        self.ops.truncate(self.params);
+    }
+
+    /// `optimizer.zero_grad()`: every parameter's gradient becomes zero.
+    pub fn zero_grad(&mut self) {
+        self.grads.iter_mut().for_each(Vec::clear);
+    }
+
+    /// The parameters' values and gradients, in the order they were added.
+    pub fn params_mut(&mut self) -> (&mut [Tensor], &mut [Vec<f32>]) {
+        (
+            &mut self.values[..self.params],
+            &mut self.grads[..self.params],
+        )
+    }
+
+    /// `loss.backward()`: seeds the gradient of the scalar `loss` with 1 and runs every operation's
+    /// gradient in reverse tape order.
+    pub fn backward(&mut self, loss: NodeId) {
+        self.backward_from(loss, vec![1.0]);
+    }
+
+    /// Like [`backward`](Self::backward), with the output's gradient given (for gradient checks of one op).
+    pub fn backward_from(&mut self, output: NodeId, grad: Vec<f32>) {
+        assert_eq!(
+            grad.len(),
+            self.values[output.0].data.len(),
+            "seed gradient has the wrong size"
+        );
+        self.grads[output.0] = grad;
+        for i in (self.params..=output.0).rev() {
+            // Gradients flow to earlier nodes only, so node i's own gradient is complete here.
+            if self.grads[i].is_empty() {
+                continue;
+            }
+            let g = std::mem::take(&mut self.grads[i]);
+            self.ops[i].backward(&g, &self.values[i], &self.values, &mut self.grads);
+            self.grads[i] = g;
+        }
+    }
+}
+
+/// `x.grad += contribution`. The first contribution is moved in; later ones are added in float32.
+pub(super) fn accumulate(grads: &mut [Vec<f32>], id: NodeId, contribution: Vec<f32>) {
+    let g = &mut grads[id.0];
+    if g.is_empty() {
+        *g = contribution;
+    } else {
+        g.iter_mut().zip(&contribution).for_each(|(g, c)| *g += c);
+    }
+}
+
+/// The gradient of `id` as a mutable buffer, zero-filled on first use (for scatter-adds).
+pub(super) fn grad_buffer(grads: &mut [Vec<f32>], id: NodeId, len: usize) -> &mut [f32] {
+    let g = &mut grads[id.0];
+    if g.is_empty() {
+        g.resize(len, 0.0);
+    }
+    g
+}
