@@ -1,0 +1,351 @@
+//! Stage 4's outputs: the snapshot of everything `cargo run --example s4_multihead` prints, the book's numbers
+//! cell by cell, the exercises, and the wrapper and the split-heads layer computing the same thing.
+
+use attention_from_scratch::rng::torch::Generator;
+use attention_from_scratch::s3_causal::{CausalAttention, allclose, batch};
+use attention_from_scratch::s4_multihead::{self, MultiHeadAttention, MultiHeadAttentionWrapper};
+use attention_from_scratch::{BookSeeds, Error};
+use ndarray::{Array1, Array2, Array3, Axis, s};
+
+fn run_stage(seeds: BookSeeds) -> String {
+    let mut out = Vec::new();
+    s4_multihead::run(&mut out, seeds).expect("stage 4 runs");
+    String::from_utf8(out).expect("the output is UTF-8")
+}
+
+/// The lines printed under each `[tag] …` label, up to the blank line that ends the cell.
+fn cells(output: &str) -> Vec<(String, String)> {
+    let mut cells: Vec<(String, Vec<&str>)> = Vec::new();
+    for line in output.lines() {
+        if let Some(label) = line.strip_prefix('[') {
+            let tag = label.split(']').next().unwrap_or_default();
+            cells.push((tag.to_string(), Vec::new()));
+        } else if line.starts_with("## ") {
+            cells.push((String::new(), Vec::new()));
+        } else if let Some((_, lines)) = cells.last_mut() {
+            lines.push(line);
+        }
+    }
+    cells
+        .into_iter()
+        .filter(|(tag, _)| !tag.is_empty())
+        .map(|(tag, lines)| (tag, lines.join("\n").trim_end_matches('\n').to_string()))
+        .collect()
+}
+
+fn cell(cells: &[(String, String)], tag: &str) -> String {
+    cells.iter().find(|(t, _)| t == tag).expect(tag).1.clone()
+}
+
+/// What the book's notebook prints in cells #34–#37 (the `grad_fn=<…>` suffixes left out).
+const BOOK_CELLS: [(&str, &str); 4] = [
+    (
+        "#34",
+        r"tensor([[[-0.4519,  0.2216,  0.4772,  0.1063],
+         [-0.5874,  0.0058,  0.5891,  0.3257],
+         [-0.6300, -0.0632,  0.6202,  0.3860],
+         [-0.5675, -0.0843,  0.5478,  0.3589],
+         [-0.5526, -0.0981,  0.5321,  0.3428],
+         [-0.5299, -0.1081,  0.5077,  0.3493]],
+
+        [[-0.4519,  0.2216,  0.4772,  0.1063],
+         [-0.5874,  0.0058,  0.5891,  0.3257],
+         [-0.6300, -0.0632,  0.6202,  0.3860],
+         [-0.5675, -0.0843,  0.5478,  0.3589],
+         [-0.5526, -0.0981,  0.5321,  0.3428],
+         [-0.5299, -0.1081,  0.5077,  0.3493]]])
+context_vecs.shape: torch.Size([2, 6, 4])",
+    ),
+    (
+        "#35",
+        r"tensor([[[0.3190, 0.4858],
+         [0.2943, 0.3897],
+         [0.2856, 0.3593],
+         [0.2693, 0.3873],
+         [0.2639, 0.3928],
+         [0.2575, 0.4028]],
+
+        [[0.3190, 0.4858],
+         [0.2943, 0.3897],
+         [0.2856, 0.3593],
+         [0.2693, 0.3873],
+         [0.2639, 0.3928],
+         [0.2575, 0.4028]]])
+context_vecs.shape: torch.Size([2, 6, 2])",
+    ),
+    (
+        "#36",
+        r"tensor([[[[1.3208, 1.1631, 1.2879],
+          [1.1631, 2.2150, 1.8424],
+          [1.2879, 1.8424, 2.0402]],
+
+         [[0.4391, 0.7003, 0.5903],
+          [0.7003, 1.3737, 1.0620],
+          [0.5903, 1.0620, 0.9912]]]])",
+    ),
+    (
+        "#37",
+        r"First head:
+ tensor([[1.3208, 1.1631, 1.2879],
+        [1.1631, 2.2150, 1.8424],
+        [1.2879, 1.8424, 2.0402]])
+
+Second head:
+ tensor([[0.4391, 0.7003, 0.5903],
+        [0.7003, 1.3737, 1.0620],
+        [0.5903, 1.0620, 0.9912]])",
+    ),
+];
+
+#[test]
+fn full_output_snapshot() {
+    let output = run_stage(BookSeeds::default());
+    insta::assert_snapshot!("output", output);
+}
+
+#[test]
+fn every_cell_prints_exactly_what_the_book_prints_in_order() {
+    let printed = cells(&run_stage(BookSeeds::default()));
+    let numbered: Vec<&str> = printed
+        .iter()
+        .map(|(tag, _)| tag.as_str())
+        .filter(|t| t.starts_with('#'))
+        .collect();
+    let book_tags: Vec<&str> = BOOK_CELLS.iter().map(|(tag, _)| *tag).collect();
+    assert_eq!(numbered, book_tags, "the cells, in the book's order");
+    for (tag, book) in BOOK_CELLS {
+        assert_eq!(cell(&printed, tag), book, "cell {tag}");
+    }
+}
+
+#[test]
+fn exercise_3_2_gives_two_dimensional_context_vectors() {
+    // Computed from the seed-123 weights, and checked against an independent float64 NumPy replay. The
+    // exercise-solutions notebook shows an older output, from before its softmax-dimension fix.
+    let printed = cells(&run_stage(BookSeeds::default()));
+    let expected = "\
+tensor([[[-0.5740,  0.2216],
+         [-0.7320,  0.0155],
+         [-0.7774, -0.0546],
+         [-0.6979, -0.0817],
+         [-0.6538, -0.0957],
+         [-0.6424, -0.1065]],
+
+        [[-0.5740,  0.2216],
+         [-0.7320,  0.0155],
+         [-0.7774, -0.0546],
+         [-0.6979, -0.0817],
+         [-0.6538, -0.0957],
+         [-0.6424, -0.1065]]])
+context_vecs.shape: torch.Size([2, 6, 2])";
+    assert_eq!(cell(&printed, "Ex 3.2"), expected);
+}
+
+#[test]
+fn exercise_3_3_counts_gpt2_sized_parameters() {
+    let mut rng = Generator::manual_seed(123);
+    let mha = MultiHeadAttention::new(&mut rng, 768, 768, 1024, 0.0, 12, false).unwrap();
+    assert_eq!(mha.head_dim(), 64);
+    assert_eq!(mha.num_parameters(), 2_360_064);
+    assert_eq!(mha.num_parameters(), 4 * 768 * 768 + 768);
+    let printed = cells(&run_stage(BookSeeds::default()));
+    assert_eq!(cell(&printed, "Ex 3.3"), "2360064");
+    // The book's small layer: three (2, 3) projections and a (2, 2) out_proj with 2 biases.
+    let small = MultiHeadAttention::new(&mut rng, 3, 2, 6, 0.0, 2, false).unwrap();
+    assert_eq!(small.num_parameters(), 3 * 6 + 4 + 2);
+    let with_bias = MultiHeadAttention::new(&mut rng, 3, 2, 6, 0.0, 2, true).unwrap();
+    assert_eq!(with_bias.num_parameters(), 3 * 8 + 6);
+}
+
+#[test]
+fn heads_that_do_not_divide_d_out_are_an_error_and_draw_nothing() {
+    let mut rng = Generator::manual_seed(123);
+    let err = MultiHeadAttention::new(&mut rng, 3, 3, 6, 0.0, 2, false).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::HeadsDontDivide {
+                d_out: 3,
+                num_heads: 2
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("divisible"), "{err}");
+    assert!(matches!(
+        MultiHeadAttention::new(&mut rng, 3, 4, 6, 0.0, 0, false),
+        Err(Error::HeadsDontDivide { num_heads: 0, .. })
+    ));
+    assert_eq!(rng.next_word(), Generator::manual_seed(123).next_word());
+}
+
+#[test]
+fn inputs_longer_than_the_context_are_an_error() {
+    let x = Generator::manual_seed(1).rand((1, 7, 3));
+    let mut rng = Generator::manual_seed(123);
+    let wrapper = MultiHeadAttentionWrapper::new(&mut rng, 3, 2, 6, 0.0, 2, false);
+    let mha = MultiHeadAttention::new(&mut rng, 3, 2, 6, 0.0, 2, false).unwrap();
+    for result in [
+        wrapper.forward(&x.view(), &mut rng),
+        mha.forward(&x.view(), &mut rng),
+    ] {
+        assert!(matches!(
+            result,
+            Err(Error::ContextTooLong {
+                tokens: 7,
+                context_length: 6
+            })
+        ));
+    }
+    assert!(mha.forward(&x.slice(s![.., ..6, ..]), &mut rng).is_ok());
+}
+
+#[test]
+fn the_wrappers_first_head_is_stage_3s_causal_attention() {
+    let batch = batch();
+    let mut rng = Generator::manual_seed(123);
+    let wrapper = MultiHeadAttentionWrapper::new(&mut rng, 3, 2, 6, 0.0, 2, false);
+    let both = wrapper.forward(&batch.view(), &mut rng).unwrap(); // (B, T, 4)
+    let mut rng = Generator::manual_seed(123);
+    let ca = CausalAttention::new(&mut rng, 3, 2, 6, 0.0, false);
+    let one = ca.forward(&batch.view(), &mut rng).unwrap(); // (B, T, 2)
+    assert_eq!(both.slice(s![.., .., ..2]), one);
+    assert_ne!(both.slice(s![.., .., 2..]), one);
+}
+
+/// The split-heads layer with the wrapper's weights: each big projection is the heads' projections stacked
+/// (head h owns rows h·D..(h+1)·D), and `out_proj` passes the heads' outputs through unchanged.
+fn split_heads_copy_of(wrapper: &MultiHeadAttentionWrapper, d_in: usize) -> MultiHeadAttention {
+    let heads = &wrapper.heads;
+    let head_dim = heads[0].qkv.w_query.weight.nrows();
+    let d_out = head_dim * heads.len();
+    let context_length = heads[0].mask.context_length();
+    let qkv_bias = heads[0].qkv.w_query.bias.is_some();
+    let mut rng = Generator::manual_seed(999);
+    let mut mha = MultiHeadAttention::new(
+        &mut rng,
+        d_in,
+        d_out,
+        context_length,
+        0.0,
+        heads.len(),
+        qkv_bias,
+    )
+    .unwrap();
+    let stack =
+        |pick: &dyn Fn(&CausalAttention) -> &attention_from_scratch::s2_trainable::Linear| {
+            let weights: Vec<_> = heads.iter().map(|h| pick(h).weight.view()).collect();
+            let weight = ndarray::concatenate(Axis(0), &weights).unwrap(); // (d_out, d_in)
+            let bias = qkv_bias.then(|| {
+                let biases: Vec<_> = heads
+                    .iter()
+                    .map(|h| pick(h).bias.as_ref().unwrap().view())
+                    .collect();
+                ndarray::concatenate(Axis(0), &biases).unwrap()
+            });
+            (weight, bias)
+        };
+    (mha.w_query.weight, mha.w_query.bias) = stack(&|h| &h.qkv.w_query);
+    (mha.w_key.weight, mha.w_key.bias) = stack(&|h| &h.qkv.w_key);
+    (mha.w_value.weight, mha.w_value.bias) = stack(&|h| &h.qkv.w_value);
+    mha.out_proj.weight = Array2::eye(d_out);
+    mha.out_proj.bias = Some(Array1::zeros(d_out));
+    mha
+}
+
+#[test]
+fn split_heads_equals_the_wrapper_with_the_same_weights() {
+    // (d_in, head size, heads, batch, tokens, seed, qkv_bias)
+    let cases = [
+        (3, 1, 2, 2, 6, 123, false),
+        (3, 2, 2, 2, 6, 123, false),
+        (4, 3, 4, 3, 7, 1, false),
+        (8, 4, 2, 1, 9, 42, true),
+        (5, 2, 3, 2, 1, 7, false),
+        (16, 8, 6, 2, 12, 2024, true),
+    ];
+    for (d_in, head_dim, num_heads, b, t, seed, qkv_bias) in cases {
+        let mut rng = Generator::manual_seed(seed);
+        let wrapper = MultiHeadAttentionWrapper::new(
+            &mut rng,
+            d_in,
+            head_dim,
+            t + 2,
+            0.0,
+            num_heads,
+            qkv_bias,
+        );
+        let mha = split_heads_copy_of(&wrapper, d_in);
+        let x = rng.rand((b, t, d_in)) * 2.0 - 1.0; // (B, T, C)
+        let expected = wrapper.forward(&x.view(), &mut rng).unwrap(); // (B, T, H·D)
+        let actual = mha.forward(&x.view(), &mut rng).unwrap(); // (B, T, H·D)
+        assert_eq!(actual.dim(), (b, t, head_dim * num_heads));
+        let worst = (&actual - &expected).fold(0f32, |m, d| m.max(d.abs()));
+        assert!(
+            worst <= 2e-6,
+            "d_in {d_in}, D {head_dim}, H {num_heads}, seed {seed}: differ by {worst}"
+        );
+    }
+}
+
+#[test]
+fn split_heads_is_not_the_wrapper_when_the_heads_are_mixed_up() {
+    // The equivalence depends on head h owning rows h·D..(h+1)·D: swapping two heads' query rows breaks it.
+    let mut rng = Generator::manual_seed(3);
+    let wrapper = MultiHeadAttentionWrapper::new(&mut rng, 4, 2, 6, 0.0, 2, false);
+    let mut mha = split_heads_copy_of(&wrapper, 4);
+    let swapped = ndarray::concatenate(
+        Axis(0),
+        &[
+            mha.w_query.weight.slice(s![2.., ..]),
+            mha.w_query.weight.slice(s![..2, ..]),
+        ],
+    )
+    .unwrap();
+    mha.w_query.weight = swapped;
+    let x = rng.rand((1, 6, 4));
+    let expected = wrapper.forward(&x.view(), &mut rng).unwrap();
+    let actual = mha.forward(&x.view(), &mut rng).unwrap();
+    assert!(!allclose(&actual, &expected));
+}
+
+#[test]
+fn dropout_draws_one_mask_per_head_in_the_wrapper_and_one_in_total_in_the_split_layer() {
+    let x = Generator::manual_seed(9).rand((2, 5, 3));
+    let words_drawn = |forward: &dyn Fn(&mut Generator) -> Array3<f32>| {
+        let mut rng = Generator::manual_seed(77);
+        forward(&mut rng);
+        let next = rng.next_word();
+        let mut fresh = Generator::manual_seed(77);
+        (0..10_000).position(|_| fresh.next_word() == next).unwrap()
+    };
+    let mut init = Generator::manual_seed(5);
+    let wrapper = MultiHeadAttentionWrapper::new(&mut init, 3, 2, 5, 0.1, 3, false);
+    let mha = MultiHeadAttention::new(&mut init, 3, 6, 5, 0.1, 3, false).unwrap();
+    // Two words per weight (a 53-bit double), over (B, T, T) per head or (B, H, T, T) at once.
+    let per_mask = 2 * 2 * 5 * 5;
+    assert_eq!(
+        words_drawn(&|rng| wrapper.forward(&x.view(), rng).unwrap()),
+        3 * per_mask
+    );
+    assert_eq!(
+        words_drawn(&|rng| mha.forward(&x.view(), rng).unwrap()),
+        3 * per_mask
+    );
+}
+
+#[test]
+fn the_seed_flag_recomputes_every_seeded_cell() {
+    let book = cells(&run_stage(BookSeeds::default()));
+    let other = cells(&run_stage(BookSeeds::new(Some(7))));
+    for tag in ["#34", "#35", "Ex 3.2"] {
+        assert_ne!(
+            cell(&book, tag),
+            cell(&other, tag),
+            "{tag} depends on the seed"
+        );
+    }
+    for tag in ["#36", "#37", "Ex 3.3"] {
+        assert_eq!(cell(&book, tag), cell(&other, tag), "{tag} does not");
+    }
+}
