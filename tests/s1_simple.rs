@@ -1,0 +1,228 @@
+//! Stage 1: what `cargo run --example s1_simple` prints, locked as a snapshot and checked line by line
+//! against the book, and the pieces behind it checked as numbers.
+
+use attention_from_scratch::BookSeeds;
+use attention_from_scratch::s1_simple::{
+    self, attn_scores_for, attn_scores_loops, context_vector, dot_loop, inputs, normalize_by_sum,
+    printed_row_sum, python_float, simple_attention, softmax, softmax_naive, torch_row_sums,
+    torch_sum,
+};
+use ndarray::{Array1, arr1};
+
+fn output(seeds: BookSeeds) -> String {
+    let mut out = Vec::new();
+    s1_simple::run(&mut out, seeds).expect("writing to a Vec cannot fail");
+    String::from_utf8(out).expect("the output is UTF-8")
+}
+
+/// Every line the chapter 3 notebook prints in cells #2–#13 (`reference/book_ch03_outputs.md`), in order.
+const BOOK: &str = "\
+tensor([0.9544, 1.4950, 1.4754, 0.8434, 0.7070, 1.0865])
+tensor(0.9544)
+tensor(0.9544)
+Attention weights: tensor([0.1455, 0.2278, 0.2249, 0.1285, 0.1077, 0.1656])
+Sum: tensor(1.0000)
+Attention weights: tensor([0.1385, 0.2379, 0.2333, 0.1240, 0.1082, 0.1581])
+Sum: tensor(1.)
+Attention weights: tensor([0.1385, 0.2379, 0.2333, 0.1240, 0.1082, 0.1581])
+Sum: tensor(1.)
+tensor([0.4419, 0.6515, 0.5683])
+tensor([[0.9995, 0.9544, 0.9422, 0.4753, 0.4576, 0.6310],
+        [0.9544, 1.4950, 1.4754, 0.8434, 0.7070, 1.0865],
+        [0.9422, 1.4754, 1.4570, 0.8296, 0.7154, 1.0605],
+        [0.4753, 0.8434, 0.8296, 0.4937, 0.3474, 0.6565],
+        [0.4576, 0.7070, 0.7154, 0.3474, 0.6654, 0.2935],
+        [0.6310, 1.0865, 1.0605, 0.6565, 0.2935, 0.9450]])
+tensor([[0.9995, 0.9544, 0.9422, 0.4753, 0.4576, 0.6310],
+        [0.9544, 1.4950, 1.4754, 0.8434, 0.7070, 1.0865],
+        [0.9422, 1.4754, 1.4570, 0.8296, 0.7154, 1.0605],
+        [0.4753, 0.8434, 0.8296, 0.4937, 0.3474, 0.6565],
+        [0.4576, 0.7070, 0.7154, 0.3474, 0.6654, 0.2935],
+        [0.6310, 1.0865, 1.0605, 0.6565, 0.2935, 0.9450]])
+tensor([[0.2098, 0.2006, 0.1981, 0.1242, 0.1220, 0.1452],
+        [0.1385, 0.2379, 0.2333, 0.1240, 0.1082, 0.1581],
+        [0.1390, 0.2369, 0.2326, 0.1242, 0.1108, 0.1565],
+        [0.1435, 0.2074, 0.2046, 0.1462, 0.1263, 0.1720],
+        [0.1526, 0.1958, 0.1975, 0.1367, 0.1879, 0.1295],
+        [0.1385, 0.2184, 0.2128, 0.1420, 0.0988, 0.1896]])
+Row 2 sum: 1.0
+All row sums: tensor([1.0000, 1.0000, 1.0000, 1.0000, 1.0000, 1.0000])
+tensor([[0.4421, 0.5931, 0.5790],
+        [0.4419, 0.6515, 0.5683],
+        [0.4431, 0.6496, 0.5671],
+        [0.4304, 0.6298, 0.5510],
+        [0.4671, 0.5910, 0.5266],
+        [0.4177, 0.6503, 0.5645]])
+Previous 2nd context vector: tensor([0.4419, 0.6515, 0.5683])";
+
+/// The printed lines of `output` without the stage's own headings, cell labels and blank lines.
+fn book_lines(output: &str) -> Vec<&str> {
+    output
+        .lines()
+        .filter(|line| !(line.is_empty() || line.starts_with("## ") || line.starts_with('[')))
+        .collect()
+}
+
+fn assert_close(actual: &Array1<f32>, book: &[f32]) {
+    assert_eq!(actual.len(), book.len(), "{actual} vs {book:?}");
+    for (a, b) in actual.iter().zip(book) {
+        assert!((a - b).abs() <= 5e-5, "{actual} vs the book's {book:?}");
+    }
+}
+
+#[test]
+fn output_snapshot() {
+    let output = output(BookSeeds::default());
+    insta::assert_snapshot!("output", output);
+}
+
+#[test]
+fn prints_exactly_the_books_lines() {
+    let output = output(BookSeeds::default());
+    let expected: Vec<&str> = BOOK.lines().collect();
+    assert_eq!(book_lines(&output), expected);
+}
+
+#[test]
+fn labels_every_cell_under_its_section() {
+    let output = output(BookSeeds::default());
+    let structure: Vec<&str> = output
+        .lines()
+        .filter(|line| line.starts_with("## ") || line.starts_with('['))
+        .map(|line| line.split(']').next().unwrap())
+        .collect();
+    let expected = [
+        "## 3.3.1 A simple self-attention mechanism without trainable weights",
+        "[#2",
+        "[#3",
+        "[#4",
+        "[#5",
+        "[#6",
+        "[#7",
+        "## 3.3.2 Computing attention weights for all input tokens",
+        "[#8",
+        "[#9",
+        "[#10",
+        "[#11",
+        "[#12",
+        "[#13",
+    ];
+    assert_eq!(structure, expected);
+    assert!(output.starts_with("## 3.3.1 A simple self-attention mechanism without trainable weights\n\n[#2] attn_scores_2\ntensor("));
+    assert!(
+        output.ends_with("0.5683])\n\n"),
+        "each cell ends with a blank line"
+    );
+}
+
+#[test]
+fn has_no_random_numbers_so_the_seed_changes_nothing() {
+    assert_eq!(
+        output(BookSeeds::new(Some(7))),
+        output(BookSeeds::default())
+    );
+}
+
+#[test]
+fn the_scores_of_journey_are_the_books() {
+    let x = inputs();
+    let scores = attn_scores_for(&x.row(1), &x.view());
+    assert_close(&scores, &[0.9544, 1.4950, 1.4754, 0.8434, 0.7070, 1.0865]);
+    assert_eq!(dot_loop(&x.row(0), &x.row(1)), scores[0]);
+}
+
+#[test]
+fn the_three_normalisations_are_the_books() {
+    let x = inputs();
+    let scores = attn_scores_for(&x.row(1), &x.view());
+    let by_sum = normalize_by_sum(&scores.view());
+    assert_close(&by_sum, &[0.1455, 0.2278, 0.2249, 0.1285, 0.1077, 0.1656]);
+    let book_softmax = [0.1385, 0.2379, 0.2333, 0.1240, 0.1082, 0.1581];
+    assert_close(&softmax_naive(&scores.view()), &book_softmax);
+    assert_close(&softmax(&scores), &book_softmax);
+}
+
+/// The book prints `Sum: tensor(1.0000)` for the division by the sum and `Sum: tensor(1.)` for the naive
+/// softmax: only PyTorch's order of addition gives exactly 1.0 for the second.
+#[test]
+fn sums_follow_pytorchs_order_of_addition() {
+    let x = inputs();
+    let scores = attn_scores_for(&x.row(1), &x.view());
+    let naive = softmax_naive(&scores.view());
+    let left_to_right = naive.iter().fold(0.0f32, |sum, &w| sum + w);
+    assert_ne!(
+        left_to_right, 1.0,
+        "left to right, the sum is off by an ulp"
+    );
+    assert_eq!(torch_sum(&naive.view()), 1.0);
+    assert_eq!(torch_sum(&softmax(&scores).view()), 1.0);
+    assert_ne!(torch_sum(&normalize_by_sum(&scores.view()).view()), 1.0);
+}
+
+#[test]
+fn torch_sum_adds_four_lanes_then_the_rest() {
+    // ((((x0 + x4) + x5) + x1) + x2) + x3: the big values cancel first and the ones survive.
+    let x = arr1(&[1e8f32, 1.0, 1.0, 1.0, -1e8, 0.0]);
+    assert_eq!(torch_sum(&x.view()), 3.0);
+    assert_eq!(x.iter().fold(0.0f32, |sum, &v| sum + v), 0.0);
+    assert_eq!(torch_sum(&arr1(&[2.0f32, 3.0]).view()), 5.0);
+}
+
+#[test]
+#[should_panic(expected = "rows shorter than 8")]
+fn torch_sum_refuses_rows_it_does_not_replay() {
+    torch_sum(&Array1::<f32>::ones(8).view());
+}
+
+#[test]
+fn the_context_vector_of_journey_is_the_books() {
+    let x = inputs();
+    let weights = softmax(&attn_scores_for(&x.row(1), &x.view()));
+    let z_2 = context_vector(&weights.view(), &x.view());
+    assert_close(&z_2, &[0.4419, 0.6515, 0.5683]);
+}
+
+#[test]
+fn the_matrix_form_is_the_loops() {
+    let x = inputs();
+    let loops = attn_scores_loops(&x.view());
+    let (scores, weights, contexts) = simple_attention(&x.view());
+    for (a, b) in loops.iter().zip(&scores) {
+        assert!((a - b).abs() <= 1e-6, "loops {a} vs matrix {b}");
+    }
+    for i in 0..x.nrows() {
+        let row_weights = softmax(&attn_scores_for(&x.row(i), &x.view()));
+        let z_i = context_vector(&row_weights.view(), &x.view());
+        assert_close(&contexts.row(i).to_owned(), &z_i.to_vec());
+    }
+    assert_close(
+        &weights.row(4).to_owned(),
+        &[0.1526, 0.1958, 0.1975, 0.1367, 0.1879, 0.1295],
+    );
+    assert_close(&contexts.row(5).to_owned(), &[0.4177, 0.6503, 0.5645]);
+}
+
+#[test]
+fn every_row_of_weights_sums_to_one() {
+    let (_, weights, _) = simple_attention(&inputs().view());
+    let sums = torch_row_sums(&weights.view());
+    assert_close(&sums, &[1.0; 6]);
+    assert!(
+        sums.iter().any(|&s| s != 1.0),
+        "some sum is off by an ulp, so torch prints 1.0000"
+    );
+    assert_eq!(python_float(printed_row_sum(&weights.row(1))), "1.0");
+}
+
+#[test]
+fn softmax_survives_scores_that_overflow_the_naive_one() {
+    let big = arr1(&[1000.0f32, 1000.0]);
+    assert_eq!(softmax(&big), arr1(&[0.5, 0.5]));
+    assert!(softmax_naive(&big.view()).iter().all(|w| w.is_nan()));
+}
+
+#[test]
+fn python_floats_print_as_python_does() {
+    assert_eq!(python_float(1.0), "1.0");
+    assert_eq!(python_float(0.1 + 0.2), "0.30000000000000004");
+}
