@@ -26,22 +26,9 @@ use ndarray::{
 };
 
 use crate::rng::torch::Generator;
-use crate::s1_simple::softmax;
-use crate::s2_trainable::{Linear, SelfAttentionV2};
+use crate::s1_simple::{cell, heading, inputs, softmax};
+use crate::s2_trainable::{D_OUT, Linear, SelfAttentionV2};
 use crate::{BookSeeds, Error, print};
-
-/// The book's six 3-dimensional token embeddings, "Your journey starts with one step": (T, C) = (6, 3).
-// TODO: use stage 1's `inputs` once it is exposed, and delete this copy.
-fn inputs() -> Array2<f32> {
-    ndarray::arr2(&[
-        [0.43, 0.15, 0.89],
-        [0.55, 0.87, 0.66],
-        [0.57, 0.85, 0.64],
-        [0.22, 0.58, 0.33],
-        [0.77, 0.25, 0.10],
-        [0.05, 0.80, 0.55],
-    ])
-}
 
 /// The book's batch: `torch.stack((inputs, inputs), dim=0)`, two copies of the six tokens. (B, T, C) = (2, 6, 3).
 pub fn batch() -> Array3<f32> {
@@ -223,27 +210,6 @@ impl CausalAttention {
 }
 // ANCHOR_END: causal_attention
 
-/// Writes one notebook cell: `[#24] attn_weights` (the cell and what it prints), the lines the book prints,
-/// then a blank line.
-pub(crate) fn cell<W: Write>(
-    out: &mut W,
-    tag: &str,
-    expressions: &str,
-    printed: &[String],
-) -> std::io::Result<()> {
-    writeln!(out, "[{tag}] {expressions}")?;
-    for text in printed {
-        writeln!(out, "{text}")?;
-    }
-    writeln!(out)
-}
-
-/// Writes a section heading and the blank line after it.
-pub(crate) fn heading<W: Write>(out: &mut W, title: &str) -> std::io::Result<()> {
-    writeln!(out, "## {title}")?;
-    writeln!(out)
-}
-
 /// Prints the cells of §3.5 (#24–#33) in the book's order.
 pub fn run<W: Write>(out: &mut W, seeds: BookSeeds) -> Result<(), Error> {
     let attn_weights = applying_a_causal_mask(out, seeds)?;
@@ -256,7 +222,7 @@ fn applying_a_causal_mask<W: Write>(out: &mut W, seeds: BookSeeds) -> Result<Arr
     heading(out, "3.5.1 Applying a causal attention mask")?;
     let inputs = inputs(); // (T, C)
     let mut rng = Generator::manual_seed(seeds.seed_789);
-    let sa_v2 = SelfAttentionV2::new(&mut rng, 3, 2, false);
+    let sa_v2 = SelfAttentionV2::new(&mut rng, inputs.ncols(), D_OUT, false);
     let attn_scores = sa_v2.scores(&inputs.view()); // (T, T)
     let d_k = sa_v2.w_key.weight.nrows() as f32;
     let attn_weights = softmax(&(&attn_scores / d_k.sqrt())); // (T, T)
@@ -353,14 +319,14 @@ fn compact_causal_attention<W: Write>(out: &mut W, seeds: BookSeeds) -> Result<(
 
     // ANCHOR: causal_attention_usage
     let mut rng = Generator::manual_seed(seeds.seed_123);
-    let context_length = batch.dim().1;
-    let ca = CausalAttention::new(&mut rng, 3, 2, context_length, 0.0, false);
+    let (_, context_length, d_in) = batch.dim();
+    let ca = CausalAttention::new(&mut rng, d_in, D_OUT, context_length, 0.0, false);
     let context_vecs = ca.forward(&batch.view(), &mut rng)?; // (B, T, d_out)
     // ANCHOR_END: causal_attention_usage
     cell(
         out,
         "#33",
-        "context_vecs, context_vecs.shape",
+        "context_vecs; context_vecs.shape",
         &[
             print::tensor(&context_vecs),
             format!("context_vecs.shape: {}", print::size(context_vecs.shape())),

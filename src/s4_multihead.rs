@@ -17,11 +17,9 @@ use std::io::Write;
 use ndarray::{Array3, Array4, ArrayView2, ArrayView3, Axis, s};
 
 use crate::rng::torch::Generator;
-use crate::s1_simple::softmax;
-use crate::s2_trainable::Linear;
-use crate::s3_causal::{
-    CausalAttention, CausalMask, batch, cell, heading, mask_future, matmul, project,
-};
+use crate::s1_simple::{cell, heading, softmax};
+use crate::s2_trainable::{D_OUT, Linear};
+use crate::s3_causal::{CausalAttention, CausalMask, batch, mask_future, matmul, project};
 use crate::{BookSeeds, Error, print};
 
 // ANCHOR: wrapper
@@ -93,7 +91,7 @@ impl MultiHeadAttention {
         num_heads: usize,
         qkv_bias: bool,
     ) -> Result<Self, Error> {
-        if num_heads == 0 || d_out % num_heads != 0 {
+        if num_heads == 0 || !d_out.is_multiple_of(num_heads) {
             return Err(Error::HeadsDontDivide { d_out, num_heads });
         }
         Ok(MultiHeadAttention {
@@ -176,14 +174,14 @@ fn context_vecs_lines(context_vecs: &Array3<f32>) -> [String; 2] {
 fn stacking_heads<W: Write>(out: &mut W, seeds: BookSeeds) -> Result<(), Error> {
     heading(out, "3.6.1 Stacking multiple single-head attention layers")?;
     let batch = batch(); // (B, T, C)
-    let context_length = batch.dim().1;
+    let (_, context_length, d_in) = batch.dim();
     let mut rng = Generator::manual_seed(seeds.seed_123);
-    let mha = MultiHeadAttentionWrapper::new(&mut rng, 3, 2, context_length, 0.0, 2, false);
+    let mha = MultiHeadAttentionWrapper::new(&mut rng, d_in, D_OUT, context_length, 0.0, 2, false);
     let context_vecs = mha.forward(&batch.view(), &mut rng)?; // (B, T, H·d_out)
     cell(
         out,
         "#34",
-        "context_vecs, context_vecs.shape",
+        "context_vecs; context_vecs.shape",
         &context_vecs_lines(&context_vecs),
     )?;
     Ok(())
@@ -198,12 +196,12 @@ fn weight_splits<W: Write>(out: &mut W, seeds: BookSeeds) -> Result<(), Error> {
     let batch = batch(); // (B, T, C)
     let (_, context_length, d_in) = batch.dim();
     let mut rng = Generator::manual_seed(seeds.seed_123);
-    let mha = MultiHeadAttention::new(&mut rng, d_in, 2, context_length, 0.0, 2, false)?;
+    let mha = MultiHeadAttention::new(&mut rng, d_in, D_OUT, context_length, 0.0, 2, false)?;
     let context_vecs = mha.forward(&batch.view(), &mut rng)?; // (B, T, d_out)
     cell(
         out,
         "#35",
-        "context_vecs, context_vecs.shape",
+        "context_vecs; context_vecs.shape",
         &context_vecs_lines(&context_vecs),
     )?;
 
@@ -221,7 +219,7 @@ fn weight_splits<W: Write>(out: &mut W, seeds: BookSeeds) -> Result<(), Error> {
     cell(
         out,
         "#37",
-        "first_res, second_res",
+        "first_res; second_res",
         &[
             format!("First head:\n {}", print::tensor(&first_res)),
             format!("\nSecond head:\n {}", print::tensor(&second_res)),
@@ -247,14 +245,15 @@ fn exercise_3_2<W: Write>(out: &mut W, seeds: BookSeeds) -> Result<(), Error> {
         "Exercise 3.2 Returning two-dimensional embedding vectors",
     )?;
     let batch = batch(); // (B, T, C)
-    let context_length = batch.dim().1;
+    let (_, context_length, d_in) = batch.dim();
     let mut rng = Generator::manual_seed(seeds.seed_123);
-    let mha = MultiHeadAttentionWrapper::new(&mut rng, 3, 1, context_length, 0.0, 2, false);
+    let d_out = 1; // per head: two heads give D_OUT = 2 columns
+    let mha = MultiHeadAttentionWrapper::new(&mut rng, d_in, d_out, context_length, 0.0, 2, false);
     let context_vecs = mha.forward(&batch.view(), &mut rng)?; // (B, T, 2)
     cell(
         out,
-        "Ex 3.2",
-        "context_vecs, context_vecs.shape",
+        "exercise 3.2",
+        "context_vecs; context_vecs.shape",
         &context_vecs_lines(&context_vecs),
     )?;
     Ok(())
@@ -270,8 +269,8 @@ fn exercise_3_3<W: Write>(out: &mut W, seeds: BookSeeds) -> Result<(), Error> {
     let mha = MultiHeadAttention::new(&mut rng, 768, 768, 1024, 0.0, 12, false)?;
     cell(
         out,
-        "Ex 3.3",
-        "sum(p.numel() for p in mha.parameters())",
+        "exercise 3.3",
+        "count_parameters(mha)",
         &[mha.num_parameters().to_string()],
     )?;
     Ok(())

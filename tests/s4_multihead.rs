@@ -138,7 +138,7 @@ tensor([[[-0.5740,  0.2216],
          [-0.6538, -0.0957],
          [-0.6424, -0.1065]]])
 context_vecs.shape: torch.Size([2, 6, 2])";
-    assert_eq!(cell(&printed, "Ex 3.2"), expected);
+    assert_eq!(cell(&printed, "exercise 3.2"), expected);
 }
 
 #[test]
@@ -149,7 +149,7 @@ fn exercise_3_3_counts_gpt2_sized_parameters() {
     assert_eq!(mha.num_parameters(), 2_360_064);
     assert_eq!(mha.num_parameters(), 4 * 768 * 768 + 768);
     let printed = cells(&run_stage(BookSeeds::default()));
-    assert_eq!(cell(&printed, "Ex 3.3"), "2360064");
+    assert_eq!(cell(&printed, "exercise 3.3"), "2360064");
     // The book's small layer: three (2, 3) projections and a (2, 2) out_proj with 2 biases.
     let small = MultiHeadAttention::new(&mut rng, 3, 2, 6, 0.0, 2, false).unwrap();
     assert_eq!(small.num_parameters(), 3 * 6 + 4 + 2);
@@ -338,14 +338,14 @@ fn dropout_draws_one_mask_per_head_in_the_wrapper_and_one_in_total_in_the_split_
 fn the_seed_flag_recomputes_every_seeded_cell() {
     let book = cells(&run_stage(BookSeeds::default()));
     let other = cells(&run_stage(BookSeeds::new(Some(7))));
-    for tag in ["#34", "#35", "Ex 3.2"] {
+    for tag in ["#34", "#35", "exercise 3.2"] {
         assert_ne!(
             cell(&book, tag),
             cell(&other, tag),
             "{tag} depends on the seed"
         );
     }
-    for tag in ["#36", "#37", "Ex 3.3"] {
+    for tag in ["#36", "#37", "exercise 3.3"] {
         assert_eq!(cell(&book, tag), cell(&other, tag), "{tag} does not");
     }
 }
