@@ -222,6 +222,13 @@ fn softmax_survives_scores_that_overflow_the_naive_one() {
 }
 
 #[test]
+fn one_embedding_per_word_of_the_sentence() {
+    assert_eq!(s1_simple::sentence(), "Your journey starts with one step");
+    assert_eq!(inputs().dim(), (s1_simple::TOKENS.len(), 3));
+    assert_eq!(inputs().row(1), arr1(&[0.55f32, 0.87, 0.66]));
+}
+
+#[test]
 fn python_floats_print_as_python_does() {
     assert_eq!(python_float(1.0), "1.0");
     assert_eq!(python_float(0.1 + 0.2), "0.30000000000000004");
