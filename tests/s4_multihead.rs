@@ -176,6 +176,7 @@ fn heads_that_do_not_divide_d_out_are_an_error_and_draw_nothing() {
         MultiHeadAttention::new(&mut rng, 3, 4, 6, 0.0, 0, false),
         Err(Error::HeadsDontDivide { num_heads: 0, .. })
     ));
+    assert!(MultiHeadAttention::new(&mut rng, 3, 0, 6, 0.0, 0, false).is_err());
     assert_eq!(rng.next_word(), Generator::manual_seed(123).next_word());
 }
 
