@@ -2,6 +2,7 @@
 
 pub mod cli;
 pub mod error;
+pub mod figures;
 pub mod plot;
 pub mod print;
 pub mod rng;

@@ -193,18 +193,23 @@ impl CausalAttention {
         }
     }
 
-    /// (B, T, d_in) -> (B, T, d_out). Dropout draws its mask from `rng`, after every weight was drawn, as
-    /// PyTorch's global generator does; with `dropout == 0` nothing is drawn.
-    pub fn forward(&self, x: &ArrayView3<f32>, rng: &mut Generator) -> Result<Array3<f32>, Error> {
+    /// The causal attention weights, before dropout: (B, T, d_in) -> (B, T, T). Row `i` of each matrix
+    /// holds token `i`'s weights over tokens `0..=i`; the future gets exactly 0.
+    pub fn attn_weights(&self, x: &ArrayView3<f32>) -> Result<Array3<f32>, Error> {
         let (_, tokens, _) = x.dim(); // (B, T, C)
         let future = self.mask.for_tokens(tokens)?; // (T, T)
         let queries = project(&self.qkv.w_query, x); // (B, T, d_out)
         let keys = project(&self.qkv.w_key, x); // (B, T, d_out)
-        let values = project(&self.qkv.w_value, x); // (B, T, d_out)
         let scores = matmul(&queries.view(), &keys.view().permuted_axes([0, 2, 1])); // (B, T, T)
         let d_k = keys.dim().2 as f32;
-        let weights = softmax(&(mask_future(scores, &future) / d_k.sqrt())); // (B, T, T)
-        let weights = rng.dropout(&weights, self.dropout); // (B, T, T)
+        Ok(softmax(&(mask_future(scores, &future) / d_k.sqrt()))) // (B, T, T)
+    }
+
+    /// (B, T, d_in) -> (B, T, d_out). Dropout draws its mask from `rng`, after every weight was drawn, as
+    /// PyTorch's global generator does; with `dropout == 0` nothing is drawn.
+    pub fn forward(&self, x: &ArrayView3<f32>, rng: &mut Generator) -> Result<Array3<f32>, Error> {
+        let weights = rng.dropout(&self.attn_weights(x)?, self.dropout); // (B, T, T)
+        let values = project(&self.qkv.w_value, x); // (B, T, d_out)
         Ok(matmul(&weights.view(), &values.view())) // (B, T, d_out)
     }
 }

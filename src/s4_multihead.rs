@@ -110,17 +110,21 @@ impl MultiHeadAttention {
         self.w_query.weight.nrows() / self.num_heads
     }
 
-    /// (B, T, d_in) -> (B, T, d_out). With dropout, one mask is drawn over all heads' weights.
-    pub fn forward(&self, x: &ArrayView3<f32>, rng: &mut Generator) -> Result<Array3<f32>, Error> {
+    /// Every head's causal attention weights, before dropout: (B, T, d_in) -> (B, H, T, T).
+    pub fn attn_weights(&self, x: &ArrayView3<f32>) -> Result<Array4<f32>, Error> {
         let (_, tokens, _) = x.dim(); // (B, T, C)
         let future = self.mask.for_tokens(tokens)?; // (T, T)
         let queries = self.split_heads(project(&self.w_query, x)); // (B, H, T, D)
         let keys = self.split_heads(project(&self.w_key, x)); // (B, H, T, D)
-        let values = self.split_heads(project(&self.w_value, x)); // (B, H, T, D)
         let scores = matmul(&queries.view(), &keys.view().permuted_axes([0, 1, 3, 2])); // (B, H, T, T)
         let d = self.head_dim() as f32;
-        let weights = softmax(&(mask_future(scores, &future) / d.sqrt())); // (B, H, T, T)
-        let weights = rng.dropout(&weights, self.dropout); // (B, H, T, T)
+        Ok(softmax(&(mask_future(scores, &future) / d.sqrt()))) // (B, H, T, T)
+    }
+
+    /// (B, T, d_in) -> (B, T, d_out). With dropout, one mask is drawn over all heads' weights.
+    pub fn forward(&self, x: &ArrayView3<f32>, rng: &mut Generator) -> Result<Array3<f32>, Error> {
+        let weights = rng.dropout(&self.attn_weights(x)?, self.dropout); // (B, H, T, T)
+        let values = self.split_heads(project(&self.w_value, x)); // (B, H, T, D)
         let context = merge_heads(matmul(&weights.view(), &values.view())); // (B, T, d_out)
         Ok(project(&self.out_proj, &context.view())) // (B, T, d_out)
     }

@@ -155,3 +155,16 @@ fn every_chapter_is_in_the_summary() {
         assert!(listed, "{name} is not in SUMMARY.md");
     }
 }
+
+#[test]
+fn committed_attention_pictures_are_what_the_code_draws() {
+    for figure in attention_from_scratch::figures::attention_figures().unwrap() {
+        let committed = attention_from_scratch::figures::committed(&figure.file)
+            .unwrap_or_else(|e| panic!("book/src/img/{}: {e}", figure.file));
+        assert!(
+            committed == figure.svg,
+            "book/src/img/{} is stale; run `cargo run --release --example book_figures`",
+            figure.file
+        );
+    }
+}

@@ -1,0 +1,45 @@
+//! Draws the book's pictures into `book/src/img/`: `cargo run --release --example book_figures`.
+//!
+//! The attention heat maps take a moment; the stage-5 loss curve trains the GPT first (about two minutes),
+//! unless `--attention-only` is given.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use attention_from_scratch::cli::exit_code;
+use attention_from_scratch::figures::{self, Figure};
+use clap::Parser;
+
+/// Draws the book's SVG pictures from the stages' own numbers into book/src/img/.
+#[derive(Debug, Parser)]
+#[command(name = "book_figures")]
+struct Args {
+    /// Draw only the attention heat maps of stages 1, 3 and 4, and skip training stage 5.
+    #[arg(long)]
+    attention_only: bool,
+}
+
+fn write(figure: &Figure) -> std::io::Result<()> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("book/src/img");
+    std::fs::create_dir_all(&dir)?;
+    // Written beside the target and renamed, so that an interrupted run leaves the old picture whole.
+    let tmp = dir.join(format!(".{}.tmp", figure.file));
+    std::fs::write(&tmp, &figure.svg)?;
+    std::fs::rename(&tmp, dir.join(&figure.file))?;
+    println!("wrote book/src/img/{}", figure.file);
+    Ok(())
+}
+
+fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
+    for figure in figures::attention_figures()? {
+        write(&figure)?;
+    }
+    if !args.attention_only {
+        write(&figures::trained_loss_curve()?)?;
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    exit_code(run(&Args::parse()))
+}

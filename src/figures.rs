@@ -1,0 +1,145 @@
+//! The book's pictures, drawn from the stages' own numbers: `cargo run --release --example book_figures`
+//! writes them to `book/src/img/`, and the tests check that the committed files are what this code draws.
+
+use ndarray::{ArrayView2, Axis};
+
+use crate::plot::{self, Series};
+use crate::rng::torch::Generator;
+use crate::s1_simple::{TOKENS, inputs, simple_attention};
+use crate::s2_trainable::D_OUT;
+use crate::s3_causal::{CausalAttention, batch};
+use crate::s4_multihead::MultiHeadAttention;
+use crate::{BookSeeds, Error};
+
+/// A picture: its file name under `book/src/img/` and its SVG text.
+pub struct Figure {
+    pub file: String,
+    pub svg: String,
+}
+
+/// True above the diagonal: the cells a causal mask hides.
+fn future(i: usize, j: usize) -> bool {
+    j > i
+}
+
+fn heatmap(file: &str, title: &str, weights: &ArrayView2<f32>, causal: bool) -> Figure {
+    let masked: Option<&dyn Fn(usize, usize) -> bool> = if causal { Some(&future) } else { None };
+    Figure {
+        file: file.into(),
+        svg: plot::heatmap(title, weights, &TOKENS, masked),
+    }
+}
+
+/// The pictures of stages 1, 3 and 4, at the book's seeds. They draw no training, so they are quick.
+pub fn attention_figures() -> Result<Vec<Figure>, Error> {
+    let seeds = BookSeeds::default();
+    let (_, weights, _) = simple_attention(&inputs().view()); // (T, T)
+    let mut figures = vec![heatmap(
+        "s1_simple_weights.svg",
+        "Stage 1: attention weights",
+        &weights.view(),
+        false,
+    )];
+
+    // A CausalAttention drawn at seed 789 has SelfAttention_v2's weights, so these are cell #29's.
+    let batch = batch(); // (B, T, C)
+    let (_, context_length, d_in) = batch.dim();
+    let mut rng = Generator::manual_seed(seeds.seed_789);
+    let ca = CausalAttention::new(&mut rng, d_in, D_OUT, context_length, 0.0, false);
+    let weights = ca.attn_weights(&batch.view())?; // (B, T, T)
+    let title = "Stage 3: causal attention weights (cell #29)";
+    figures.push(heatmap(
+        "s3_causal_weights.svg",
+        title,
+        &weights.index_axis(Axis(0), 0),
+        true,
+    ));
+
+    let mut rng = Generator::manual_seed(seeds.seed_123);
+    let mha = MultiHeadAttention::new(&mut rng, d_in, D_OUT, context_length, 0.0, 2, false)?;
+    let weights = mha.attn_weights(&batch.view())?; // (B, H, T, T)
+    for (h, head) in weights.index_axis(Axis(0), 0).outer_iter().enumerate() {
+        let title = format!("Stage 4: MultiHeadAttention, head {h} (cell #35)");
+        figures.push(heatmap(
+            &format!("s4_multihead_head{h}.svg"),
+            &title,
+            &head,
+            true,
+        ));
+    }
+    Ok(figures)
+}
+
+/// Every `window`-step mean of `losses`, one point per window: the curve a reader can see through the
+/// step-to-step noise of batches of 4.
+fn smoothed(losses: &[f32], window: usize) -> Vec<(f64, f64)> {
+    losses
+        .chunks(window)
+        .enumerate()
+        .map(|(k, chunk)| {
+            let mean = chunk.iter().map(|&l| f64::from(l)).sum::<f64>() / chunk.len() as f64;
+            ((k * window + chunk.len() / 2) as f64, mean)
+        })
+        .collect()
+}
+
+/// Stage 5's loss curve: the training loss of every step, averaged over windows of 200 steps, and the test
+/// loss after training as a level line.
+pub fn loss_curve(losses: &[f32], test_loss: f64) -> Figure {
+    let train = Series {
+        name: "train loss (200-step mean)",
+        colour: "#1f77b4",
+        points: smoothed(losses, 200),
+    };
+    let last = losses.len() as f64;
+    let test = Series {
+        name: "test loss after training",
+        colour: "#d62728",
+        points: vec![(0.0, test_loss), (last, test_loss)],
+    };
+    let svg = plot::line_chart(
+        "Stage 5: training on Tiny Shakespeare",
+        "step",
+        "cross-entropy loss",
+        &[train, test],
+    );
+    Figure {
+        file: "s5_gpt_loss.svg".into(),
+        svg,
+    }
+}
+
+/// Trains stage 5 with the tutorial's settings and draws its loss curve (about two minutes in release).
+pub fn trained_loss_curve() -> Result<Figure, crate::s5_gpt::Error> {
+    let report = crate::s5_gpt::run(&mut std::io::sink(), &crate::s5_gpt::Config::default())?;
+    Ok(loss_curve(&report.losses, report.test_loss))
+}
+
+/// Tests and the figure example compare against the committed copy under `book/src/img/`.
+pub fn committed(file: &str) -> std::io::Result<String> {
+    std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("book/src/img")
+            .join(file),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn smoothing_averages_each_window() {
+        let points = smoothed(&[1.0, 3.0, 5.0, 7.0, 9.0], 2);
+        assert_eq!(points, vec![(1.0, 2.0), (3.0, 6.0), (4.0, 9.0)]);
+    }
+
+    #[test]
+    fn causal_figures_hide_the_future() {
+        let figures = attention_figures().unwrap();
+        assert_eq!(figures.len(), 4);
+        // 15 of the 36 cells lie above the diagonal.
+        assert_eq!(figures[1].svg.matches("#e0e0e0").count(), 15);
+        assert_eq!(figures[0].svg.matches("#e0e0e0").count(), 0);
+    }
+}
