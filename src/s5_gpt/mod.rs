@@ -46,11 +46,7 @@ pub use generate::generate;
 pub use model::{Gpt, GptConfig};
 pub use optim::{AdamW, WarmupCosine};
 pub use tape::{NodeId, Tape, Tensor};
-
-use crate::rng::numpy::NumpyRandom;
-
-/// Linear warm-up steps of the tutorial's scheduler.
-pub const WARMUP_STEPS: usize = 100;
+pub use train::{TestResult, Trainer};
 
 /// Every setting of a run. `Config::default()` is the tutorial's chapter.
 #[derive(Clone, Debug, PartialEq)]
@@ -123,83 +119,25 @@ pub struct Report {
 ///
 /// `out` must be `Send` because the run happens on the worker pool (`std::io::stdout()` and `Vec<u8>` are).
 pub fn run<W: Write + Send>(out: &mut W, cfg: &Config) -> Result<Report, Error> {
-    with_threads(cfg.threads, || run_in_pool(out, cfg))
-}
-
-/// Everything a run sets up before the first step.
-struct Setup {
-    dataset: CharDataset,
-    tape: Tape,
-    model: Gpt,
-    rng: NumpyRandom,
-    optimizer: AdamW,
-    schedule: WarmupCosine,
-    steps: usize,
-}
-
-fn setup(cfg: &Config) -> Result<Setup, Error> {
-    check(cfg)?;
-    let path = cfg.data.clone().unwrap_or_else(data::default_data_path);
-    let dataset = CharDataset::load(&path, cfg.batch_size, cfg.context_size)?;
-    if cfg.prompt.is_empty() {
-        return Err(Error::EmptyPrompt);
-    }
-    dataset.encode(&cfg.prompt)?; // an unknown prompt character fails now, not after training
-    let mut rng = NumpyRandom::seed(cfg.seed);
-    let mut tape = Tape::new();
-    let config = GptConfig {
-        vocab_size: dataset.vocab_size(),
-        context_size: cfg.context_size,
-        embedding_size: cfg.embedding_size,
-        blocks: cfg.blocks,
-    };
-    let model = Gpt::new(&mut tape, &mut rng, config);
-    let total = cfg.epochs * dataset.len(Split::Train);
-    let schedule = WarmupCosine::new(cfg.lr, total, WARMUP_STEPS, cfg.lr / 10.0);
-    let steps = cfg.max_steps.map_or(total, |m| m.min(total));
-    Ok(Setup {
-        dataset,
-        tape,
-        model,
-        rng,
-        optimizer: AdamW::new(cfg.lr),
-        schedule,
-        steps,
-    })
+    with_threads(cfg.threads, || run_in_pool(out, cfg))?
 }
 
 fn run_in_pool<W: Write>(out: &mut W, cfg: &Config) -> Result<Report, Error> {
-    let Setup {
-        dataset,
-        mut tape,
-        model,
-        mut rng,
-        mut optimizer,
-        schedule,
-        steps,
-    } = setup(cfg)?;
-    let train_batches = dataset.len(Split::Train);
+    let mut trainer = Trainer::new(cfg)?;
+    let ds = &trainer.dataset;
+    let train_batches = ds.len(Split::Train);
+    let (chars, symbols, test_batches) = (ds.tokens.len(), ds.vocab_size(), ds.len(Split::Test));
     writeln!(
         out,
-        "data: {} characters, {} symbols, {} train batches, {} test batches",
-        dataset.tokens.len(),
-        dataset.vocab_size(),
-        train_batches,
-        dataset.len(Split::Test)
+        "data: {chars} characters, {symbols} symbols, {train_batches} train batches, {test_batches} test batches"
     )?;
-    let (params, _) = tape.params_mut();
-    writeln!(
-        out,
-        "model: {} parameters",
-        params.iter().map(|p| p.data.len()).sum::<usize>()
-    )?;
+    writeln!(out, "model: {} parameters", trainer.parameter_count())?;
 
     let started = Instant::now();
+    let steps = trainer.steps;
     let (mut losses, mut lrs) = (Vec::with_capacity(steps), Vec::with_capacity(steps));
     for s in 0..steps {
-        let lr = schedule.lr(s);
-        let batch = dataset.batch(Split::Train, s % train_batches);
-        let loss = train::train_step(&mut tape, &model, &mut optimizer, &batch, lr);
+        let (lr, loss) = trainer.train_step(s);
         losses.push(loss);
         lrs.push(lr);
         if cfg.log_every > 0 && s % cfg.log_every == 0 {
@@ -214,7 +152,7 @@ fn run_in_pool<W: Write>(out: &mut W, cfg: &Config) -> Result<Report, Error> {
         write_loss_csv(path, &losses, &lrs)?;
     }
 
-    let result = train::test(&mut tape, &model, &dataset);
+    let result = trainer.test();
     let shape: Vec<String> = result.logits_shape.iter().map(|d| d.to_string()).collect();
     writeln!(
         out,
@@ -229,14 +167,7 @@ fn run_in_pool<W: Write>(out: &mut W, cfg: &Config) -> Result<Report, Error> {
         "(the stored chapter divides by the {train_batches} train batches and prints {chapter})"
     )?;
 
-    let sample = generate(
-        &mut tape,
-        &model,
-        &dataset,
-        &cfg.prompt,
-        cfg.sample_len,
-        &mut rng,
-    )?;
+    let sample = trainer.generate(&cfg.prompt, cfg.sample_len)?;
     writeln!(out)?;
     writeln!(out, "{sample}")?;
     Ok(Report {
@@ -252,41 +183,31 @@ fn run_in_pool<W: Write>(out: &mut W, cfg: &Config) -> Result<Report, Error> {
 /// Times `steps` training steps after `warmup` untimed ones; returns each timed step's duration.
 pub fn bench(cfg: &Config, warmup: usize, steps: usize) -> Result<Vec<Duration>, Error> {
     with_threads(cfg.threads, || {
-        let Setup {
-            dataset,
-            mut tape,
-            model,
-            mut optimizer,
-            schedule,
-            ..
-        } = setup(cfg)?;
-        let train_batches = dataset.len(Split::Train);
+        let mut trainer = Trainer::new(cfg)?;
         let mut times = Vec::with_capacity(steps);
         for s in 0..warmup + steps {
-            let batch = dataset.batch(Split::Train, s % train_batches);
             let started = Instant::now();
-            train::train_step(&mut tape, &model, &mut optimizer, &batch, schedule.lr(s));
+            trainer.train_step(s);
             if s >= warmup {
                 times.push(started.elapsed());
             }
         }
         Ok(times)
-    })
+    })?
 }
 
 /// Runs `f` on a pool of `threads` workers (0: one per core); the kernels share their rows among them.
-fn with_threads<T: Send>(
-    threads: usize,
-    f: impl FnOnce() -> Result<T, Error> + Send,
-) -> Result<T, Error> {
+///
+/// The results are the same bits for every `threads`; only the speed changes.
+pub fn with_threads<T: Send>(threads: usize, f: impl FnOnce() -> T + Send) -> Result<T, Error> {
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .build()
         .map_err(|e| Error::Config(format!("cannot start {threads} threads: {e}")))?;
-    pool.install(f)
+    Ok(pool.install(f))
 }
 
-fn check(cfg: &Config) -> Result<(), Error> {
+pub(crate) fn check(cfg: &Config) -> Result<(), Error> {
     let positive = [
         ("--batch-size", cfg.batch_size),
         ("--context-size", cfg.context_size),

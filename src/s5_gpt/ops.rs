@@ -9,7 +9,7 @@
 //! float64 and rounds back (GELU with its float64 constant √(2/π)); sums along a row use NumPy's
 //! [`pairwise_sum`]. Shapes use B batch, T tokens, C channels, V vocabulary, N = B·T rows.
 
-use super::kernels::{Strided, matmul, matmul_batched, pairwise_sum, transpose};
+use super::kernels::{self, Strided, matmul, matmul_batched, pairwise_sum, transpose};
 use super::tape::{NodeId, Tape, Tensor, accumulate, grad_buffer};
 
 /// What made a node, with what its gradient needs.
@@ -340,14 +340,15 @@ impl Tape {
     pub fn gelu(&mut self, x: NodeId) -> NodeId {
         let xv = self.value(x);
         let c = gelu_c();
-        let mut tanh = Vec::with_capacity(xv.data.len());
-        let mut out = Vec::with_capacity(xv.data.len());
-        for &x in &xv.data {
-            let cube = (f64::from(x) * f64::from(x) * f64::from(x)) as f32; // x ** 3
-            let t = libm::tanh(c * f64::from(x + 0.044715f32 * cube));
-            out.push((f64::from(0.5f32 * x) * (1.0 + t)) as f32);
-            tanh.push(t);
-        }
+        let mut tanh = vec![0.0f64; xv.data.len()];
+        let mut out = vec![0.0f32; xv.data.len()];
+        kernels::vectorised(|| {
+            for ((o, t), &x) in out.iter_mut().zip(&mut tanh).zip(&xv.data) {
+                let cube = (f64::from(x) * f64::from(x) * f64::from(x)) as f32; // x ** 3
+                *t = kernels::tanh(c * f64::from(x + 0.044715f32 * cube));
+                *o = (f64::from(0.5f32 * x) * (1.0 + *t)) as f32;
+            }
+        });
         let out = Tensor::new(&xv.shape, out); // (B, T, 4C)
         self.push(out, Op::Gelu { x, tanh })
     }
@@ -357,17 +358,14 @@ impl Tape {
 fn gelu_backward(g: &[f32], x: NodeId, xv: &Tensor, tanh: &[f64], grads: &mut [Vec<f32>]) {
     let c = gelu_c();
     let k = (3.0f64 * 0.044715) as f32;
-    let dx = xv
-        .data
-        .iter()
-        .zip(tanh)
-        .zip(g)
-        .map(|((&x, &t), &g)| {
+    let mut dx = vec![0.0f32; g.len()];
+    kernels::vectorised(|| {
+        for (((dx, &x), &t), &g) in dx.iter_mut().zip(&xv.data).zip(tanh).zip(g) {
             let slope = f64::from(1.0f32 + k * (x * x));
             let d = 0.5 * (1.0 + t) + f64::from(0.5f32 * x) * (1.0 - t * t) * c * slope;
-            (f64::from(g) * d) as f32
-        })
-        .collect();
+            *dx = (f64::from(g) * d) as f32;
+        }
+    });
     accumulate(grads, x, dx);
 }
 // ANCHOR_END: gelu

@@ -56,16 +56,24 @@ impl AdamW {
         let c1 = f(1.0 - libm::pow(self.beta1, f64::from(self.t)));
         let c2 = f(1.0 - libm::pow(self.beta2, f64::from(self.t)));
         let (lr, eps, wd) = (f(self.lr), f(self.eps), f(self.weight_decay));
-        for (i, p) in params.iter_mut().enumerate() {
+        for (((p, g), m), v) in params
+            .iter_mut()
+            .zip(grads)
+            .zip(&mut self.m)
+            .zip(&mut self.v)
+        {
             let decay = p.ndim() >= 2; // weights and embeddings, not biases
-            let g = &grads[i];
-            let (m, v) = (&mut self.m[i], &mut self.v[i]);
-            for j in 0..p.data.len() {
-                let g = g.get(j).copied().unwrap_or(0.0);
-                m[j] = b1 * m[j] + one_b1 * g;
-                v[j] = b2 * v[j] + one_b2 * (g * g);
-                let (m_hat, v_hat) = (m[j] / c1, v[j] / c2);
-                let w = &mut p.data[j];
+            let zeros;
+            let g = if g.is_empty() {
+                zeros = vec![0.0; p.data.len()];
+                &zeros
+            } else {
+                g
+            };
+            for (((w, &g), m), v) in p.data.iter_mut().zip(g).zip(m.iter_mut()).zip(v.iter_mut()) {
+                *m = b1 * *m + one_b1 * g;
+                *v = b2 * *v + one_b2 * (g * g);
+                let (m_hat, v_hat) = (*m / c1, *v / c2);
                 if decay {
                     *w -= *w * wd * lr;
                 }

@@ -1,9 +1,16 @@
 //! The chapter's `GPTTrainer`: `train` (one optimiser step per batch) and `test` (the mean test loss).
 
-use super::data::{Batch, CharDataset, Split};
-use super::model::Gpt;
-use super::optim::{AdamW, clip_grad_norm};
-use super::tape::Tape;
+use super::data::{Batch, CharDataset, Split, default_data_path};
+use super::error::Error;
+use super::generate::generate;
+use super::model::{Gpt, GptConfig};
+use super::optim::{AdamW, WarmupCosine, clip_grad_norm};
+use super::tape::{Tape, Tensor};
+use super::{Config, check};
+use crate::rng::numpy::NumpyRandom;
+
+/// Linear warm-up steps of the tutorial's scheduler.
+pub const WARMUP_STEPS: usize = 100;
 
 /// The largest global gradient norm the tutorial lets through (`clip_grad_norm()`'s default).
 pub const MAX_GRAD_NORM: f64 = 1.0;
@@ -76,3 +83,94 @@ pub fn test(tape: &mut Tape, model: &Gpt, dataset: &CharDataset) -> TestResult {
     }
 }
 // ANCHOR_END: test
+
+// ANCHOR: trainer
+/// The chapter's set-up and `GPTTrainer` in one place: dataset, model, optimiser, schedule and generator.
+#[derive(Debug)]
+pub struct Trainer {
+    pub dataset: CharDataset,
+    /// Holds the parameters (its first nodes) and, during a step, the graph.
+    pub tape: Tape,
+    pub model: Gpt,
+    /// The `np.random.seed` stream: initial weights, then sampling.
+    pub rng: NumpyRandom,
+    pub optimizer: AdamW,
+    pub schedule: WarmupCosine,
+    /// Steps this run trains: epochs × train batches, or fewer with `max_steps`.
+    pub steps: usize,
+}
+
+impl Trainer {
+    /// Loads the data, seeds the generator and builds the model, in the tutorial's order.
+    pub fn new(cfg: &Config) -> Result<Self, Error> {
+        check(cfg)?;
+        let path = cfg.data.clone().unwrap_or_else(default_data_path);
+        let dataset = CharDataset::load(&path, cfg.batch_size, cfg.context_size)?;
+        if cfg.prompt.is_empty() {
+            return Err(Error::EmptyPrompt);
+        }
+        dataset.encode(&cfg.prompt)?; // an unknown prompt character fails now, not after training
+        let mut rng = NumpyRandom::seed(cfg.seed);
+        let mut tape = Tape::new();
+        let config = GptConfig {
+            vocab_size: dataset.vocab_size(),
+            context_size: cfg.context_size,
+            embedding_size: cfg.embedding_size,
+            blocks: cfg.blocks,
+        };
+        let model = Gpt::new(&mut tape, &mut rng, config);
+        let total = cfg.epochs * dataset.len(Split::Train);
+        let schedule = WarmupCosine::new(cfg.lr, total, WARMUP_STEPS, cfg.lr / 10.0);
+        let steps = cfg.max_steps.map_or(total, |m| m.min(total));
+        let optimizer = AdamW::new(cfg.lr);
+        Ok(Trainer {
+            dataset,
+            tape,
+            model,
+            rng,
+            optimizer,
+            schedule,
+            steps,
+        })
+    }
+
+    /// Global step `s`: batch `s mod 15,684` (no shuffling), at the scheduled learning rate.
+    /// Returns the learning rate and the batch's loss before the update.
+    pub fn train_step(&mut self, s: usize) -> (f64, f32) {
+        let lr = self.schedule.lr(s);
+        let batch = self
+            .dataset
+            .batch(Split::Train, s % self.dataset.len(Split::Train));
+        (
+            lr,
+            train_step(&mut self.tape, &self.model, &mut self.optimizer, &batch, lr),
+        )
+    }
+
+    /// The mean loss over the test split.
+    pub fn test(&mut self) -> TestResult {
+        test(&mut self.tape, &self.model, &self.dataset)
+    }
+
+    /// `prompt` and `steps` sampled characters, continuing the generator's stream.
+    pub fn generate(&mut self, prompt: &str, steps: usize) -> Result<String, Error> {
+        generate(
+            &mut self.tape,
+            &self.model,
+            &self.dataset,
+            prompt,
+            steps,
+            &mut self.rng,
+        )
+    }
+
+    /// The parameters in the tutorial's order.
+    pub fn parameters(&mut self) -> &[Tensor] {
+        self.tape.params_mut().0
+    }
+
+    pub fn parameter_count(&mut self) -> usize {
+        self.parameters().iter().map(|p| p.data.len()).sum()
+    }
+}
+// ANCHOR_END: trainer
