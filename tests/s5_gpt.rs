@@ -1,0 +1,545 @@
+//! Stage 5: gradients, data, initial weights, the first training steps, the schedule, thread
+//! independence, user-facing errors, and a snapshot of the whole 31,368-step run.
+//!
+//! The expected figures come from `reference/expected_s5.md`, a re-run of the NumPy tutorial.
+
+use attention_from_scratch::rng::numpy::NumpyRandom;
+use attention_from_scratch::s5_gpt::data::default_data_path;
+use attention_from_scratch::s5_gpt::{
+    self, CharDataset, Config, Error, Gpt, GptConfig, NodeId, Split, Tape, Tensor, Trainer,
+    WarmupCosine,
+};
+
+// ---------------------------------------------------------------------------------------------------
+// Gradient checks: every op's backward pass against central finite differences.
+// ---------------------------------------------------------------------------------------------------
+
+/// Values from NumPy's generator, scaled.
+fn normals(rng: &mut NumpyRandom, n: usize, scale: f64) -> Vec<f32> {
+    (0..n)
+        .map(|_| (rng.standard_normal() * scale) as f32)
+        .collect()
+}
+
+/// Builds a graph from `inputs` with `f`, reduces the output to L = Σ out·R with fixed random R, and
+/// compares dL/d(input) from the tape with (L(x+h) − L(x−h)) / 2h for every input element.
+///
+/// The ops compute in float32, so L carries rounding noise of about 1e-7·|L|; with h = 1e-2 that is
+/// 1e-5 in the difference quotient, and the truncation error h²·f‴/6 is of the same order or smaller.
+/// The tolerance, 1e-3 + 1e-2·|g|, is an order of magnitude above both and far below the size of the
+/// gradients (a wrong sign, a missing factor or a transposed index fails it).
+fn check_gradients(name: &str, inputs: &[Tensor], f: impl Fn(&mut Tape, &[NodeId]) -> NodeId) {
+    let h = 1e-2f32;
+    let eval = |inputs: &[Tensor]| -> (Tape, NodeId, Vec<NodeId>) {
+        let mut tape = Tape::new();
+        let ids: Vec<NodeId> = inputs.iter().map(|t| tape.param(t.clone())).collect();
+        let out = f(&mut tape, &ids);
+        (tape, out, ids)
+    };
+    let (mut tape, out, ids) = eval(inputs);
+    let n_out = tape.value(out).data.len();
+    let weights = normals(&mut NumpyRandom::seed(7), n_out, 1.0);
+    let loss = |tape: &Tape, out: NodeId| -> f64 {
+        let v = &tape.value(out).data;
+        v.iter()
+            .zip(&weights)
+            .map(|(&o, &w)| f64::from(o) * f64::from(w))
+            .sum()
+    };
+    tape.backward_from(out, weights.clone());
+    let mut worst = 0.0f64;
+    for (i, input) in inputs.iter().enumerate() {
+        let analytic = tape
+            .grad(ids[i])
+            .map(<[f32]>::to_vec)
+            .unwrap_or(vec![0.0; input.data.len()]);
+        for j in 0..input.data.len() {
+            let mut moved = inputs.to_vec();
+            moved[i].data[j] = input.data[j] + h;
+            let (t_plus, o_plus, _) = eval(&moved);
+            moved[i].data[j] = input.data[j] - h;
+            let (t_minus, o_minus, _) = eval(&moved);
+            let numeric = (loss(&t_plus, o_plus) - loss(&t_minus, o_minus)) / (2.0 * f64::from(h));
+            let g = f64::from(analytic[j]);
+            let err = (numeric - g).abs();
+            assert!(
+                err <= 1e-3 + 1e-2 * g.abs(),
+                "{name}: input {i} element {j}: backward {g}, finite difference {numeric}"
+            );
+            worst = worst.max(err / (1e-3 + 1e-2 * g.abs()));
+        }
+    }
+    eprintln!("{name}: worst error {worst:.3} of the tolerance");
+}
+
+fn random_tensor(shape: &[usize], seed: u32, scale: f64) -> Tensor {
+    let n = shape.iter().product();
+    Tensor::new(shape, normals(&mut NumpyRandom::seed(seed), n, scale))
+}
+
+#[test]
+fn gradient_of_embedding() {
+    let table = random_tensor(&[5, 3], 1, 1.0);
+    check_gradients("embedding", &[table], |tape, ids| {
+        tape.embedding(ids[0], &[4, 1, 4, 0, 2, 4], &[2, 3])
+    });
+}
+
+#[test]
+fn gradient_of_broadcast_add() {
+    let a = random_tensor(&[2, 3, 4], 1, 1.0); // (B, T, C)
+    let b = random_tensor(&[3, 4], 2, 1.0); // (T, C)
+    check_gradients("add", &[a, b], |tape, ids| tape.add(ids[0], ids[1]));
+}
+
+#[test]
+fn gradient_of_transpose() {
+    let a = random_tensor(&[2, 3, 4], 1, 1.0);
+    check_gradients("transpose", &[a], |tape, ids| tape.transpose(ids[0]));
+}
+
+#[test]
+fn gradient_of_batched_matmul() {
+    let a = random_tensor(&[2, 3, 5], 1, 1.0);
+    let b = random_tensor(&[2, 5, 4], 2, 1.0);
+    check_gradients("matmul", &[a, b], |tape, ids| tape.matmul(ids[0], ids[1]));
+}
+
+#[test]
+fn gradient_of_x_times_its_own_transpose() {
+    // The attention's x·xᵀ: x reaches the product twice, directly and through the transpose.
+    let x = random_tensor(&[2, 4, 3], 1, 1.0);
+    check_gradients("x·xᵀ", &[x], |tape, ids| {
+        let xt = tape.transpose(ids[0]);
+        tape.matmul(ids[0], xt)
+    });
+}
+
+#[test]
+fn gradient_of_scale() {
+    let a = random_tensor(&[2, 3], 1, 1.0);
+    check_gradients("scale", &[a], |tape, ids| tape.scale(ids[0], 0.125));
+}
+
+#[test]
+fn gradient_of_tril_then_softmax() {
+    // Tril alone outputs −1e9 above the diagonal, so L would be huge there; softmax after it is how the
+    // model uses it, and masked entries must get exactly zero gradient.
+    let a = random_tensor(&[2, 4, 4], 1, 1.0);
+    check_gradients("tril+softmax", std::slice::from_ref(&a), |tape, ids| {
+        let m = tape.tril(ids[0]);
+        tape.softmax(m)
+    });
+    let mut tape = Tape::new();
+    let x = tape.param(a);
+    let y = tape.tril(x);
+    tape.backward_from(y, vec![1.0; 32]);
+    let g = tape.grad(x).unwrap();
+    for (idx, &g) in g.iter().enumerate() {
+        let (i, j) = ((idx / 4) % 4, idx % 4);
+        assert_eq!(
+            g,
+            if j > i { 0.0 } else { 1.0 },
+            "tril gradient at ({i}, {j})"
+        );
+    }
+    assert_eq!(
+        tape.value(y).data[1],
+        -1e9,
+        "masked entries take the value −1e9"
+    );
+}
+
+#[test]
+fn gradient_of_softmax() {
+    let a = random_tensor(&[3, 5], 1, 2.0);
+    check_gradients("softmax", &[a], |tape, ids| tape.softmax(ids[0]));
+}
+
+#[test]
+fn gradient_of_gelu() {
+    let a = random_tensor(&[4, 6], 1, 2.0);
+    check_gradients("gelu", &[a], |tape, ids| tape.gelu(ids[0]));
+}
+
+#[test]
+fn gradient_of_linear() {
+    let x = random_tensor(&[2, 3, 4], 1, 1.0); // (B, T, in)
+    let w = random_tensor(&[5, 4], 2, 0.5); // (out, in)
+    let b = random_tensor(&[5], 3, 0.5);
+    check_gradients("linear", &[x, w, b], |tape, ids| {
+        tape.linear(ids[0], ids[1], ids[2])
+    });
+}
+
+#[test]
+fn gradient_of_cross_entropy() {
+    let logits = random_tensor(&[2, 3, 5], 1, 2.0); // (B, T, V)
+    check_gradients("cross-entropy", &[logits], |tape, ids| {
+        tape.cross_entropy(ids[0], &[0, 4, 2, 2, 1, 3])
+    });
+}
+
+#[test]
+fn gradient_of_the_whole_model() {
+    // A tiny GPT: V = 6, T = 4, C = 8, two blocks; the loss's gradient for every parameter.
+    let ds = CharDataset::from_text("to be, or not to be: that is the question", 2, 4);
+    let config = GptConfig {
+        vocab_size: ds.vocab_size(),
+        context_size: 4,
+        embedding_size: 8,
+        blocks: 2,
+    };
+    let batch = ds.batch(Split::Train, 1);
+    let build = |params: Option<&[Tensor]>| -> (Tape, Gpt) {
+        let mut tape = Tape::new();
+        let model = Gpt::new(&mut tape, &mut NumpyRandom::seed(3), config);
+        if let Some(params) = params {
+            tape.params_mut().0.clone_from_slice(params);
+        }
+        (tape, model)
+    };
+    let loss = |tape: &mut Tape, model: &Gpt| {
+        let logits = model.forward(tape, &batch.x, batch.rows);
+        tape.cross_entropy(logits, &batch.y)
+    };
+    let (mut tape, model) = build(None);
+    let l = loss(&mut tape, &model);
+    tape.backward(l);
+    let (params, grads) = tape.params_mut();
+    let (params, grads) = (params.to_vec(), grads.to_vec());
+    let h = 1e-2f32;
+    let mut checked = 0;
+    for (p, (param, grad)) in params.iter().zip(&grads).enumerate() {
+        for j in 0..param.data.len() {
+            let mut moved = params.clone();
+            let at = |moved: &mut Vec<Tensor>, v: f32| {
+                moved[p].data[j] = v;
+                let (mut tape, model) = build(Some(moved));
+                let l = loss(&mut tape, &model);
+                f64::from(tape.value(l).data[0])
+            };
+            let plus = at(&mut moved, param.data[j] + h);
+            let minus = at(&mut moved, param.data[j] - h);
+            let numeric = (plus - minus) / (2.0 * f64::from(h));
+            let g = f64::from(grad[j]);
+            assert!(
+                (numeric - g).abs() <= 1e-3 + 1e-2 * g.abs(),
+                "parameter {p} element {j}: backward {g}, finite difference {numeric}"
+            );
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, params.iter().map(|p| p.data.len()).sum::<usize>());
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Data, initial weights, the first steps, the schedule.
+// ---------------------------------------------------------------------------------------------------
+
+fn tiny_shakespeare() -> CharDataset {
+    CharDataset::load(&default_data_path(), 4, 32).expect("Tiny Shakespeare: run data/fetch.sh")
+}
+
+#[test]
+fn dataset_counts() {
+    let ds = tiny_shakespeare();
+    assert_eq!(ds.tokens.len(), 1_115_394);
+    assert_eq!(ds.vocab_size(), 65);
+    assert_eq!(
+        ds.vocab.iter().collect::<String>(),
+        "\n !$&',-.3:;?ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+    );
+    assert_eq!(ds.split_at, 1_003_854);
+    assert_eq!(ds.window_count(Split::Train), 62_739);
+    assert_eq!(ds.window_count(Split::Test), 6_970);
+    assert_eq!(ds.len(Split::Train), 15_684);
+    assert_eq!(ds.len(Split::Test), 1_742);
+    let b = ds.batch(Split::Train, 0);
+    assert_eq!(b.x[..8], [18, 47, 56, 57, 58, 1, 15, 47]);
+    assert_eq!(b.y[..8], [47, 56, 57, 58, 1, 15, 47, 58]);
+    assert_eq!(ds.decode(&b.x[..8]), "First Ci");
+}
+
+#[test]
+fn initial_weights_match_numpy() {
+    // (name, first three values, float64 sum of the float32 values) from expected_s5.md.
+    let expected: [(&str, [f64; 3], f64); 9] = [
+        (
+            "tok_emb",
+            [
+                0.00993428286164999,
+                -0.0027652860153466463,
+                0.012953771278262138,
+            ],
+            1.4157972896227875,
+        ),
+        (
+            "pos_emb",
+            [
+                0.000256572850048542,
+                0.009596540592610836,
+                -0.005372914951294661,
+            ],
+            -1.6265418082584802,
+        ),
+        (
+            "b1.attn_out.W",
+            [
+                -0.011185361072421074,
+                -0.11662817746400833,
+                0.17392216622829437,
+            ],
+            -2.866249181308376,
+        ),
+        (
+            "b1.ff_in.W",
+            [
+                0.042203303426504135,
+                -0.22518475353717804,
+                0.0025975736789405346,
+            ],
+            18.07268390930767,
+        ),
+        (
+            "b1.ff_out.W",
+            [
+                0.05084509029984474,
+                -0.06871732324361801,
+                0.042287301272153854,
+            ],
+            -9.263041137064647,
+        ),
+        (
+            "b2.attn_out.W",
+            [
+                0.008297464810311794,
+                0.157972514629364,
+                0.005536842625588179,
+            ],
+            1.1937895696719352,
+        ),
+        (
+            "b2.ff_in.W",
+            [
+                -0.053666360676288605,
+                0.08241275697946548,
+                -0.09637860208749771,
+            ],
+            16.996328228106904,
+        ),
+        (
+            "b2.ff_out.W",
+            [
+                -0.030432257801294327,
+                0.0020710958633571863,
+                0.07060397416353226,
+            ],
+            1.0524359926555462,
+        ),
+        (
+            "out.W",
+            [
+                0.3926296830177307,
+                -0.15815532207489014,
+                0.047992728650569916,
+            ],
+            8.691683515244222,
+        ),
+    ];
+    let mut tape = Tape::new();
+    let mut rng = NumpyRandom::seed(42);
+    let config = GptConfig {
+        vocab_size: 65,
+        context_size: 32,
+        embedding_size: 64,
+        blocks: 2,
+    };
+    let model = Gpt::new(&mut tape, &mut rng, config);
+    let named = model.named_parameters();
+    assert_eq!(
+        named
+            .iter()
+            .map(|(_, id)| tape.value(*id).data.len())
+            .sum::<usize>(),
+        84_929
+    );
+    for (name, first, sum) in expected {
+        let id = named.iter().find(|(n, _)| n == name).unwrap().1;
+        let data = &tape.value(id).data;
+        let got_first: Vec<f64> = data[..3].iter().map(|&x| f64::from(x)).collect();
+        assert_eq!(got_first, first, "{name}: first values");
+        let got_sum: f64 = data.iter().map(|&x| f64::from(x)).sum();
+        assert_eq!(got_sum, sum, "{name}: sum");
+    }
+    for (name, id) in &named {
+        if name.ends_with(".b") {
+            assert!(
+                tape.value(*id).data.iter().all(|&b| b == 0.0),
+                "{name} starts at zero"
+            );
+        }
+    }
+    // The 84,096 normals leave no cached value: the next draw is a fresh pair's second value.
+    let mut fresh = NumpyRandom::seed(42);
+    fresh.randn(84_096);
+    assert_eq!(rng.random_sample(), fresh.random_sample());
+}
+
+#[test]
+fn first_training_losses_match_numpy() {
+    let mut trainer =
+        Trainer::new(&Config::default()).expect("Tiny Shakespeare: run data/fetch.sh");
+    let losses: Vec<f32> = (0..5).map(|s| trainer.train_step(s).1).collect();
+    assert!(
+        (f64::from(losses[0]) - 4.172000885009766).abs() <= 1e-6,
+        "step 0: {}",
+        losses[0]
+    );
+    let numpy = [
+        4.180664539337158,
+        4.179203033447266,
+        4.178089141845703,
+        4.17678165435791,
+    ];
+    for (s, (&got, want)) in losses[1..].iter().zip(numpy).enumerate() {
+        assert!(
+            (f64::from(got) - want).abs() <= 1e-5,
+            "step {}: {got}, NumPy {want}",
+            s + 1
+        );
+    }
+}
+
+#[test]
+fn learning_rate_schedule() {
+    let schedule = WarmupCosine::new(1e-3, 2 * 15_684, 100, 1e-3 / 10.0);
+    let expected = [
+        (0, 1e-05),
+        (1, 2e-05),
+        (98, 0.00099),
+        (99, 0.001),
+        (100, 0.001),
+        (15_684, 0.0005522606350706313),
+        (31_367, 0.00010000000227133952),
+    ];
+    for (s, lr) in expected {
+        assert_eq!(schedule.lr(s), lr, "step {s}");
+    }
+    assert_eq!(schedule.lr(31_368), 1e-4);
+}
+
+#[test]
+fn thread_count_does_not_change_a_bit() {
+    let params_after = |threads: usize| {
+        s5_gpt::with_threads(threads, || {
+            let mut trainer = Trainer::new(&Config::default()).unwrap();
+            let losses: Vec<u32> = (0..3).map(|s| trainer.train_step(s).1.to_bits()).collect();
+            let params: Vec<u32> = trainer
+                .parameters()
+                .iter()
+                .flat_map(|p| &p.data)
+                .map(|x| x.to_bits())
+                .collect();
+            (losses, params)
+        })
+        .unwrap()
+    };
+    let one = params_after(1);
+    let two = params_after(2);
+    assert_eq!(one.0, two.0, "losses differ between 1 and 2 threads");
+    assert!(one.1 == two.1, "parameters differ between 1 and 2 threads");
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Errors a user can act on.
+// ---------------------------------------------------------------------------------------------------
+
+fn config_with_data(path: &std::path::Path) -> Config {
+    Config {
+        data: Some(path.to_path_buf()),
+        ..Config::default()
+    }
+}
+
+fn temp_file(name: &str, bytes: &[u8]) -> std::path::PathBuf {
+    let path = std::env::temp_dir().join(format!("s5_gpt_{}_{name}", std::process::id()));
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+#[test]
+fn missing_data_file_says_to_fetch_it() {
+    let err = Trainer::new(&config_with_data("no/such/file.txt".as_ref())).unwrap_err();
+    assert!(matches!(err, Error::DataMissing { .. }));
+    let msg = err.to_string();
+    assert!(
+        msg.contains("no/such/file.txt") && msg.contains("data/fetch.sh") && !msg.contains('\n'),
+        "{msg}"
+    );
+}
+
+#[test]
+fn binary_or_non_utf8_data_is_rejected() {
+    for (name, bytes) in [
+        ("binary", &b"ab\0cd"[..]),
+        ("latin1", &b"caf\xe9 au lait"[..]),
+    ] {
+        let path = temp_file(name, bytes);
+        let err = Trainer::new(&config_with_data(&path)).unwrap_err();
+        std::fs::remove_file(&path).ok();
+        assert!(matches!(err, Error::DataNotText { .. }), "{name}: {err}");
+        assert!(err.to_string().contains("data/fetch.sh"), "{err}");
+    }
+}
+
+#[test]
+fn a_directory_is_unreadable_data() {
+    let err = Trainer::new(&config_with_data(&std::env::temp_dir())).unwrap_err();
+    assert!(matches!(err, Error::DataUnreadable { .. }), "{err}");
+}
+
+#[test]
+fn short_data_is_rejected() {
+    let path = temp_file("short", b"just a few words");
+    let err = Trainer::new(&config_with_data(&path)).unwrap_err();
+    std::fs::remove_file(&path).ok();
+    assert!(matches!(err, Error::DataTooShort { .. }), "{err}");
+}
+
+#[test]
+fn prompt_outside_the_vocabulary_fails_before_training() {
+    let cfg = Config {
+        prompt: "ROMEO: ¿".to_string(),
+        ..Config::default()
+    };
+    let err = Trainer::new(&cfg).unwrap_err();
+    assert!(matches!(err, Error::PromptCharacter { ch: '¿' }), "{err}");
+    assert!(!err.to_string().contains('\n'));
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The whole chapter.
+// ---------------------------------------------------------------------------------------------------
+
+/// The run `cargo run --release --example s5_gpt` prints: 31,368 steps (loss every 1,000), the test
+/// loss and the 512-character sample. About 1.5 minutes at opt-level 3.
+#[test]
+fn chapter_run() {
+    let mut out = Vec::new();
+    let report =
+        s5_gpt::run(&mut out, &Config::default()).expect("Tiny Shakespeare: run data/fetch.sh");
+    assert_eq!(report.losses.len(), 31_368);
+    assert_eq!(report.test_batches, 1_742);
+    assert!(
+        (report.test_loss - 2.0406).abs() <= 0.01,
+        "test loss {}",
+        report.test_loss
+    );
+    assert_eq!(report.sample.chars().count(), 6 + 512);
+    assert!(
+        report.sample.starts_with("ROMEO:\nFamtany at"),
+        "the NumPy sample starts this way too"
+    );
+    insta::assert_snapshot!(String::from_utf8(out).unwrap());
+}
