@@ -53,14 +53,14 @@ fn check_gradients(name: &str, inputs: &[Tensor], f: impl Fn(&mut Tape, &[NodeId
             .grad(ids[i])
             .map(<[f32]>::to_vec)
             .unwrap_or(vec![0.0; input.data.len()]);
-        for j in 0..input.data.len() {
+        for (j, (&x, &g)) in input.data.iter().zip(&analytic).enumerate() {
             let mut moved = inputs.to_vec();
-            moved[i].data[j] = input.data[j] + h;
+            moved[i].data[j] = x + h;
             let (t_plus, o_plus, _) = eval(&moved);
-            moved[i].data[j] = input.data[j] - h;
+            moved[i].data[j] = x - h;
             let (t_minus, o_minus, _) = eval(&moved);
             let numeric = (loss(&t_plus, o_plus) - loss(&t_minus, o_minus)) / (2.0 * f64::from(h));
-            let g = f64::from(analytic[j]);
+            let g = f64::from(g);
             let err = (numeric - g).abs();
             assert!(
                 err <= 1e-3 + 1e-2 * g.abs(),
@@ -211,7 +211,7 @@ fn gradient_of_the_whole_model() {
     let h = 1e-2f32;
     let mut checked = 0;
     for (p, (param, grad)) in params.iter().zip(&grads).enumerate() {
-        for j in 0..param.data.len() {
+        for (j, (&x, &g)) in param.data.iter().zip(grad).enumerate() {
             let mut moved = params.clone();
             let at = |moved: &mut Vec<Tensor>, v: f32| {
                 moved[p].data[j] = v;
@@ -219,10 +219,10 @@ fn gradient_of_the_whole_model() {
                 let l = loss(&mut tape, &model);
                 f64::from(tape.value(l).data[0])
             };
-            let plus = at(&mut moved, param.data[j] + h);
-            let minus = at(&mut moved, param.data[j] - h);
+            let plus = at(&mut moved, x + h);
+            let minus = at(&mut moved, x - h);
             let numeric = (plus - minus) / (2.0 * f64::from(h));
-            let g = f64::from(grad[j]);
+            let g = f64::from(g);
             assert!(
                 (numeric - g).abs() <= 1e-3 + 1e-2 * g.abs(),
                 "parameter {p} element {j}: backward {g}, finite difference {numeric}"

@@ -14,10 +14,12 @@ use rayon::prelude::*;
 
 /// Output columns per SIMD tile: two AVX registers of f32.
 const NR: usize = 16;
-/// Output rows per tile: 4×16 accumulators fit in 8 of the 16 AVX registers.
-const MR: usize = 4;
+/// Output rows per tile: 6×16 accumulators take 12 of the 16 AVX registers.
+const MR: usize = 6;
 /// Below this many multiply-adds a product runs on the calling thread: waking a helper costs more.
 const PARALLEL_MIN_WORK: usize = 1 << 16;
+/// About this many multiply-adds per parallel task.
+const TASK_WORK: usize = 1 << 15;
 
 /// A read-only matrix seen through strides, so that a transpose costs nothing to pass in.
 #[derive(Clone, Copy, Debug)]
@@ -62,12 +64,12 @@ impl<'a> Strided<'a> {
 pub fn matmul(c: &mut [f32], a: Strided, b: &[f32], m: usize, k: usize, n: usize) {
     assert_eq!(c.len(), m * n, "matmul: c must hold m×n values");
     assert!(b.len() >= k * n, "matmul: b must hold k×n values");
-    let threads = rayon::current_num_threads();
-    if threads == 1 || m * k * n < PARALLEL_MIN_WORK || m <= MR {
+    if rayon::current_num_threads() == 1 || m * k * n < PARALLEL_MIN_WORK || m <= MR {
         return matmul_serial(c, a, b, m, k, n);
     }
-    // Whole tiles of MR rows per task, about two tasks per thread.
-    let rows_per_task = m.div_ceil(2 * threads).div_ceil(MR) * MR;
+    // Small tasks of whole MR-row tiles: a helper that wakes up late takes what is left instead of
+    // making the caller wait for a large half.
+    let rows_per_task = TASK_WORK.div_ceil(MR * k * n).max(1) * MR;
     c.par_chunks_mut(rows_per_task * n)
         .enumerate()
         .for_each(|(t, c)| matmul_serial(c, a.offset(t * rows_per_task), b, c.len() / n, k, n));
@@ -128,29 +130,45 @@ fn matmul_avx2(c: &mut [f32], a: Strided, b: &[f32], m: usize, k: usize, n: usiz
 /// Walks `c` in tiles of MR rows; the last tile may have fewer.
 #[inline(always)]
 fn matmul_tiles(c: &mut [f32], a: Strided, b: &[f32], m: usize, k: usize, n: usize) {
+    let mut a_packed = vec![0.0f32; k * MR];
     let mut i = 0;
-    while i + MR <= m {
-        tile_rows::<MR>(&mut c[i * n..(i + MR) * n], a.offset(i), b, k, n);
-        i += MR;
-    }
     while i < m {
-        tile_rows::<1>(&mut c[i * n..(i + 1) * n], a.offset(i), b, k, n);
-        i += 1;
+        let rows = MR.min(m - i);
+        let c = &mut c[i * n..(i + rows) * n];
+        let (a, packed) = (a.offset(i), &mut a_packed[..k * rows]);
+        match rows {
+            MR => tile_rows::<MR>(c, a, packed, b, k, n),
+            5 => tile_rows::<5>(c, a, packed, b, k, n),
+            4 => tile_rows::<4>(c, a, packed, b, k, n),
+            3 => tile_rows::<3>(c, a, packed, b, k, n),
+            2 => tile_rows::<2>(c, a, packed, b, k, n),
+            _ => tile_rows::<1>(c, a, packed, b, k, n),
+        }
+        i += rows;
     }
 }
 
 /// R rows of `c`: for each k in order, `c[r][j..j+NR] += a[r][k] · b[k][j..j+NR]`.
 #[inline(always)]
-fn tile_rows<const R: usize>(c: &mut [f32], a: Strided, b: &[f32], k: usize, n: usize) {
-    // A's R rows, copied k-major once, so the loop below reads them in order whatever the strides.
-    let a_packed: Vec<[f32; R]> = (0..k)
-        .map(|p| std::array::from_fn(|r| a.data[r * a.row_stride + p * a.col_stride]))
-        .collect();
+fn tile_rows<const R: usize>(
+    c: &mut [f32],
+    a: Strided,
+    packed: &mut [f32],
+    b: &[f32],
+    k: usize,
+    n: usize,
+) {
+    // A's R rows, copied k-major once, so the loops below read them in order whatever the strides.
+    for (p, a_p) in packed.chunks_exact_mut(R).enumerate() {
+        for (r, x) in a_p.iter_mut().enumerate() {
+            *x = a.data[r * a.row_stride + p * a.col_stride];
+        }
+    }
     let b = &b[..k * n];
     let mut j = 0;
     while j + NR <= n {
         let mut acc = [[0.0f32; NR]; R];
-        for (a_p, b_row) in a_packed.iter().zip(b.chunks_exact(n)) {
+        for (a_p, b_row) in packed.chunks_exact(R).zip(b.chunks_exact(n)) {
             let b_row: &[f32; NR] = b_row[j..j + NR].try_into().unwrap();
             for (acc_r, &a_rp) in acc.iter_mut().zip(a_p) {
                 for q in 0..NR {
@@ -166,7 +184,7 @@ fn tile_rows<const R: usize>(c: &mut [f32], a: Strided, b: &[f32], k: usize, n: 
     // The columns left over: the same sum, one column at a time.
     for j in j..n {
         let mut acc = [0.0f32; R];
-        for (a_p, b_row) in a_packed.iter().zip(b.chunks_exact(n)) {
+        for (a_p, b_row) in packed.chunks_exact(R).zip(b.chunks_exact(n)) {
             for (acc_r, &a_rp) in acc.iter_mut().zip(a_p) {
                 *acc_r += a_rp * b_row[j];
             }
@@ -243,8 +261,8 @@ pub fn pairwise_sum(a: &[f32]) -> f32 {
 #[inline(always)]
 pub fn tanh(x: f64) -> f64 {
     // ln 2 split so that k·LN2_HI is exact (fdlibm's constants).
-    const LN2_HI: f64 = 6.931_471_803_691_238_164_90e-1;
-    const LN2_LO: f64 = 1.908_214_929_270_587_700_02e-10;
+    const LN2_HI: f64 = 0.693_147_180_369_123_8; // 0x3fe62e42_fee00000
+    const LN2_LO: f64 = 1.908_214_929_270_587_7e-10; // 0x3dea39ef_35793c76
     const INV_LN2: f64 = std::f64::consts::LOG2_E;
     // Adding 1.5·2⁵² rounds to an integer and leaves it in the low bits of the sum.
     const ROUND: f64 = 6_755_399_441_055_744.0;

@@ -2,7 +2,7 @@
 //!
 //! These are the seed tutorial's `Tensor` operators (`+`, `@`, `transpose`, `*`) and its layers
 //! (`Embedding`, `Linear`, `Softmax`, and the chapter's own `Tril`, `GELU` and `GPTLoss`). Each forward
-//! method appends its output to the [`Tape`] together with an [`Op`] that remembers the inputs; the matching
+//! method appends its output to the [`Tape`] together with an `Op` that remembers the inputs; the matching
 //! `*_backward` function right below it is the tutorial's `gradient_fn` closure.
 //!
 //! Arithmetic follows the tutorial's NumPy float32 rules, including the few places where NumPy 2 computes in
@@ -235,7 +235,7 @@ fn matmul_backward(
 // ANCHOR: scale
 impl Tape {
     /// `x * s` for a scalar `s` that is not trained (the attention's 1/√C). Its gradient is `g * s`,
-    /// in [`Op::backward`].
+    /// in `Op::backward`.
     pub fn scale(&mut self, a: NodeId, s: f32) -> NodeId {
         let av = self.value(a);
         let out = Tensor::new(&av.shape, av.data.iter().map(|x| x * s).collect());
@@ -446,7 +446,7 @@ fn linear_backward(
 const PROB_FLOOR: f32 = 1e-10;
 
 impl Tape {
-    /// `GPTLoss`: the mean over N = B·T positions of −ln softmax(logits)[target]. Returns a scalar node.
+    /// `GPTLoss`: the mean over N = B·T positions of −ln softmax(logits)\[target\]. Returns a scalar node.
     pub fn cross_entropy(&mut self, logits: NodeId, targets: &[usize]) -> NodeId {
         let lv = self.value(logits);
         let v = lv.last_dim();
