@@ -11,6 +11,7 @@
 
 use super::kernels::{self, Strided, matmul, matmul_batched, pairwise_sum, transpose};
 use super::tape::{NodeId, Tape, Tensor, accumulate, grad_buffer};
+use rayon::prelude::*;
 
 /// What made a node, with what its gradient needs.
 #[derive(Debug)]
@@ -327,6 +328,9 @@ fn softmax_backward(g: &[f32], a: NodeId, s: &Tensor, grads: &mut [Vec<f32>]) {
 // ANCHOR_END: softmax
 
 // ANCHOR: gelu
+/// Elements per parallel block of GELU.
+const BLOCK: usize = 4096;
+
 /// √(2/π) as NumPy computes it: a float64 scalar, which makes the GELU arithmetic below float64.
 fn gelu_c() -> f64 {
     (2.0 / std::f64::consts::PI).sqrt()
@@ -342,13 +346,19 @@ impl Tape {
         let c = gelu_c();
         let mut tanh = vec![0.0f64; xv.data.len()];
         let mut out = vec![0.0f32; xv.data.len()];
-        kernels::vectorised(|| {
-            for ((o, t), &x) in out.iter_mut().zip(&mut tanh).zip(&xv.data) {
-                let cube = (f64::from(x) * f64::from(x) * f64::from(x)) as f32; // x ** 3
-                *t = kernels::tanh(c * f64::from(x + 0.044715f32 * cube));
-                *o = (f64::from(0.5f32 * x) * (1.0 + *t)) as f32;
-            }
-        });
+        // Blocks of elements on all threads; each element's arithmetic is the same wherever it runs.
+        let blocks = out.par_chunks_mut(BLOCK).zip(tanh.par_chunks_mut(BLOCK));
+        blocks
+            .zip(xv.data.par_chunks(BLOCK))
+            .for_each(|((out, tanh), x)| {
+                kernels::vectorised(|| {
+                    for ((o, t), &x) in out.iter_mut().zip(tanh).zip(x) {
+                        let cube = (f64::from(x) * f64::from(x) * f64::from(x)) as f32; // x ** 3
+                        *t = kernels::tanh(c * f64::from(x + 0.044715f32 * cube));
+                        *o = (f64::from(0.5f32 * x) * (1.0 + *t)) as f32;
+                    }
+                })
+            });
         let out = Tensor::new(&xv.shape, out); // (B, T, 4C)
         self.push(out, Op::Gelu { x, tanh })
     }
@@ -359,12 +369,16 @@ fn gelu_backward(g: &[f32], x: NodeId, xv: &Tensor, tanh: &[f64], grads: &mut [V
     let c = gelu_c();
     let k = (3.0f64 * 0.044715) as f32;
     let mut dx = vec![0.0f32; g.len()];
-    kernels::vectorised(|| {
-        for (((dx, &x), &t), &g) in dx.iter_mut().zip(&xv.data).zip(tanh).zip(g) {
-            let slope = f64::from(1.0f32 + k * (x * x));
-            let d = 0.5 * (1.0 + t) + f64::from(0.5f32 * x) * (1.0 - t * t) * c * slope;
-            *dx = (f64::from(g) * d) as f32;
-        }
+    let blocks = dx.par_chunks_mut(BLOCK).zip(xv.data.par_chunks(BLOCK));
+    let blocks = blocks.zip(tanh.par_chunks(BLOCK)).zip(g.par_chunks(BLOCK));
+    blocks.for_each(|(((dx, x), tanh), g)| {
+        kernels::vectorised(|| {
+            for (((dx, &x), &t), &g) in dx.iter_mut().zip(x).zip(tanh).zip(g) {
+                let slope = f64::from(1.0f32 + k * (x * x));
+                let d = 0.5 * (1.0 + t) + f64::from(0.5f32 * x) * (1.0 - t * t) * c * slope;
+                *dx = (f64::from(g) * d) as f32;
+            }
+        })
     });
     accumulate(grads, x, dx);
 }
