@@ -11,7 +11,7 @@ use clap::Parser;
 
 /// Train the tiny GPT of the NumPy causal-attention chapter and print its test loss and a sample.
 #[derive(Parser, Debug)]
-#[command(version, about)]
+#[command(version)]
 struct Args {
     /// The corpus (default: data/tinyshakespeare.txt, fetched by data/fetch.sh)
     #[arg(long)]
