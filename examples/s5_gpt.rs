@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use attention_from_scratch::cli::exit_code;
 use attention_from_scratch::s5_gpt::{self, Config};
 use clap::Parser;
 
@@ -16,14 +17,19 @@ struct Args {
     /// The corpus (default: data/tinyshakespeare.txt, fetched by data/fetch.sh)
     #[arg(long)]
     data: Option<PathBuf>,
+    /// Passes over the training batches (2 epochs = 31,368 steps)
     #[arg(long, default_value_t = 2)]
     epochs: usize,
+    /// Windows per batch (B)
     #[arg(long, default_value_t = 4)]
     batch_size: usize,
+    /// Characters per window (T); windows start every T/2 characters
     #[arg(long, default_value_t = 32)]
     context_size: usize,
+    /// Width of every token vector (C)
     #[arg(long, default_value_t = 64)]
     embedding_size: usize,
+    /// Transformer blocks (attention, then feed-forward)
     #[arg(long, default_value_t = 2)]
     blocks: usize,
     /// Peak learning rate (warm-up over 100 steps, cosine down to a tenth)
@@ -41,6 +47,7 @@ struct Args {
     /// Print the training loss every N steps (0: never)
     #[arg(long, value_name = "N", default_value_t = 1000)]
     log_every: usize,
+    /// Text the sample starts from; every character must occur in the corpus
     #[arg(long, default_value = "ROMEO:")]
     prompt: String,
     /// Characters to generate after the prompt
@@ -80,13 +87,7 @@ fn main() -> ExitCode {
         Some(steps) => bench(&cfg, steps),
         None => s5_gpt::run(&mut std::io::stdout(), &cfg).map(drop),
     };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    exit_code(result)
 }
 
 fn bench(cfg: &Config, steps: usize) -> Result<(), s5_gpt::Error> {

@@ -563,4 +563,13 @@ fn chapter_run() {
         "the NumPy sample starts this way too"
     );
     insta::assert_snapshot!(String::from_utf8(out).unwrap());
+
+    // The book's loss curve is drawn from this same run.
+    let figure = attention_from_scratch::figures::loss_curve(&report.losses, report.test_loss);
+    let committed = attention_from_scratch::figures::committed(&figure.file).unwrap_or_default();
+    assert!(
+        committed == figure.svg,
+        "book/src/img/{} is stale; run `cargo run --release --example book_figures`",
+        figure.file
+    );
 }

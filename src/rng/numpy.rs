@@ -30,13 +30,16 @@ impl NumpyRandom {
         }
     }
 
+    // ANCHOR: random_sample
     /// `np.random.random_sample()`: 27 high bits of one word and 26 of the next make a 53-bit double.
     pub fn random_sample(&mut self) -> f64 {
         let a = self.mt.next_word() >> 5;
         let b = self.mt.next_word() >> 6;
         (f64::from(a) * 67_108_864.0 + f64::from(b)) / 9_007_199_254_740_992.0
     }
+    // ANCHOR_END: random_sample
 
+    // ANCHOR: standard_normal
     /// `np.random.standard_normal()` (what `randn` draws): the legacy Marsaglia polar method.
     ///
     /// Two uniforms on (−1, 1) are drawn until they fall inside the unit circle; the pair gives two normals.
@@ -57,12 +60,14 @@ impl NumpyRandom {
             }
         }
     }
+    // ANCHOR_END: standard_normal
 
     /// `np.random.randn(n)` flattened: `n` normals in row-major order.
     pub fn randn(&mut self, n: usize) -> Vec<f64> {
         (0..n).map(|_| self.standard_normal()).collect()
     }
 
+    // ANCHOR: choice
     /// `np.random.choice(len(p), p=p)`: one index drawn with probabilities `p`.
     ///
     /// NumPy converts `p` to float64, builds the running sum, divides it by its last entry, draws one
@@ -87,6 +92,7 @@ impl NumpyRandom {
         // side='right': the number of entries <= u.
         cdf.partition_point(|&c| c <= u)
     }
+    // ANCHOR_END: choice
 }
 
 #[cfg(test)]

@@ -122,6 +122,7 @@ impl Tape {
         )
     }
 
+    // ANCHOR: backward
     /// `loss.backward()`: seeds the gradient of the scalar `loss` with 1 and runs every operation's
     /// gradient in reverse tape order.
     pub fn backward(&mut self, loss: NodeId) {
@@ -146,6 +147,7 @@ impl Tape {
             self.grads[i] = g;
         }
     }
+    // ANCHOR_END: backward
 }
 
 /// `x.grad += contribution`. The first contribution is moved in; later ones are added in float32.
