@@ -167,7 +167,9 @@ mod tests {
         let w = Generator::manual_seed(123).rand((3, 2));
         let bits: Vec<u32> = w.iter().map(|v| v.to_bits()).collect();
         // 0.2961, 0.5166, 0.2517, 0.6886, 0.0740, 0.8665 as the book prints them; here every bit.
-        let expected = [0x3e979bfc, 0x3f043d6d, 0x3e80dafc, 0x3f304542, 0x3d977ee0, 0x3f5dd462];
+        let expected = [
+            0x3e979bfc, 0x3f043d6d, 0x3e80dafc, 0x3f304542, 0x3d977ee0, 0x3f5dd462,
+        ];
         assert_eq!(bits, expected);
     }
 

@@ -148,6 +148,7 @@ fn matmul_tiles(c: &mut [f32], a: Strided, b: &[f32], m: usize, k: usize, n: usi
     }
 }
 
+// ANCHOR: matmul
 /// R rows of `c`: for each k in order, `c[r][j..j+NR] += a[r][k] · b[k][j..j+NR]`.
 #[inline(always)]
 fn tile_rows<const R: usize>(
@@ -194,6 +195,7 @@ fn tile_rows<const R: usize>(
         }
     }
 }
+// ANCHOR_END: matmul
 
 /// Runs an elementwise loop compiled for AVX2 when the CPU has it. Elementwise work gives the same bits at
 /// any vector width (each lane does one element's operations in order), so this only changes the speed.
@@ -249,6 +251,7 @@ pub fn pairwise_sum(a: &[f32]) -> f32 {
     }
 }
 
+// ANCHOR: tanh
 /// tanh of a float64, from +, −, × and ÷ alone, so that it vectorises and gives the same bits everywhere.
 ///
 /// GELU needs 65,536 tanh per training step; a scalar library call for each costs more than all the
@@ -292,6 +295,7 @@ pub fn tanh(x: f64) -> f64 {
     let t = (e / (e + 2.0)).copysign(x);
     if x.is_nan() { x } else { t }
 }
+// ANCHOR_END: tanh
 
 #[cfg(test)]
 mod tests {
