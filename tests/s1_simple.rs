@@ -9,10 +9,12 @@ use attention_from_scratch::s1_simple::{
 };
 use ndarray::{Array1, arr1};
 
+mod common;
+
+use common::{assert_close, book_lines};
+
 fn output(seeds: BookSeeds) -> String {
-    let mut out = Vec::new();
-    s1_simple::run(&mut out, seeds).expect("writing to a Vec cannot fail");
-    String::from_utf8(out).expect("the output is UTF-8")
+    common::printed(s1_simple::run, seeds)
 }
 
 /// Every line the chapter 3 notebook prints in cells #2–#13 (`reference/book_ch03_outputs.md`), in order.
@@ -54,21 +56,6 @@ tensor([[0.4421, 0.5931, 0.5790],
         [0.4671, 0.5910, 0.5266],
         [0.4177, 0.6503, 0.5645]])
 Previous 2nd context vector: tensor([0.4419, 0.6515, 0.5683])";
-
-/// The printed lines of `output` without the stage's own headings, cell labels and blank lines.
-fn book_lines(output: &str) -> Vec<&str> {
-    output
-        .lines()
-        .filter(|line| !(line.is_empty() || line.starts_with("## ") || line.starts_with('[')))
-        .collect()
-}
-
-fn assert_close(actual: &Array1<f32>, book: &[f32]) {
-    assert_eq!(actual.len(), book.len(), "{actual} vs {book:?}");
-    for (a, b) in actual.iter().zip(book) {
-        assert!((a - b).abs() <= 5e-5, "{actual} vs the book's {book:?}");
-    }
-}
 
 #[test]
 fn output_snapshot() {
@@ -127,7 +114,10 @@ fn has_no_random_numbers_so_the_seed_changes_nothing() {
 fn the_scores_of_journey_are_the_books() {
     let x = inputs();
     let scores = attn_scores_for(&x.row(1), &x.view());
-    assert_close(&scores, &[0.9544, 1.4950, 1.4754, 0.8434, 0.7070, 1.0865]);
+    assert_close(
+        scores.view(),
+        &[0.9544, 1.4950, 1.4754, 0.8434, 0.7070, 1.0865],
+    );
     assert_eq!(dot_loop(&x.row(0), &x.row(1)), scores[0]);
 }
 
@@ -136,10 +126,13 @@ fn the_three_normalisations_are_the_books() {
     let x = inputs();
     let scores = attn_scores_for(&x.row(1), &x.view());
     let by_sum = normalize_by_sum(&scores.view());
-    assert_close(&by_sum, &[0.1455, 0.2278, 0.2249, 0.1285, 0.1077, 0.1656]);
+    assert_close(
+        by_sum.view(),
+        &[0.1455, 0.2278, 0.2249, 0.1285, 0.1077, 0.1656],
+    );
     let book_softmax = [0.1385, 0.2379, 0.2333, 0.1240, 0.1082, 0.1581];
-    assert_close(&softmax_naive(&scores.view()), &book_softmax);
-    assert_close(&softmax(&scores), &book_softmax);
+    assert_close(softmax_naive(&scores.view()).view(), &book_softmax);
+    assert_close(softmax(&scores).view(), &book_softmax);
 }
 
 /// The book prints `Sum: tensor(1.0000)` for the division by the sum and `Sum: tensor(1.)` for the naive
@@ -179,7 +172,7 @@ fn the_context_vector_of_journey_is_the_books() {
     let x = inputs();
     let weights = softmax(&attn_scores_for(&x.row(1), &x.view()));
     let z_2 = context_vector(&weights.view(), &x.view());
-    assert_close(&z_2, &[0.4419, 0.6515, 0.5683]);
+    assert_close(z_2.view(), &[0.4419, 0.6515, 0.5683]);
 }
 
 #[test]
@@ -193,20 +186,20 @@ fn the_matrix_form_is_the_loops() {
     for i in 0..x.nrows() {
         let row_weights = softmax(&attn_scores_for(&x.row(i), &x.view()));
         let z_i = context_vector(&row_weights.view(), &x.view());
-        assert_close(&contexts.row(i).to_owned(), &z_i.to_vec());
+        assert_close(contexts.row(i), &z_i.to_vec());
     }
     assert_close(
-        &weights.row(4).to_owned(),
+        weights.row(4),
         &[0.1526, 0.1958, 0.1975, 0.1367, 0.1879, 0.1295],
     );
-    assert_close(&contexts.row(5).to_owned(), &[0.4177, 0.6503, 0.5645]);
+    assert_close(contexts.row(5), &[0.4177, 0.6503, 0.5645]);
 }
 
 #[test]
 fn every_row_of_weights_sums_to_one() {
     let (_, weights, _) = simple_attention(&inputs().view());
     let sums = torch_row_sums(&weights.view());
-    assert_close(&sums, &[1.0; 6]);
+    assert_close(sums.view(), &[1.0; 6]);
     assert!(
         sums.iter().any(|&s| s != 1.0),
         "some sum is off by an ulp, so torch prints 1.0000"

@@ -7,12 +7,14 @@ use attention_from_scratch::s1_simple::inputs;
 use attention_from_scratch::s2_trainable::{
     self, D_OUT, Linear, SelfAttentionV1, SelfAttentionV2, WalkThrough,
 };
-use ndarray::{Array2, ArrayView1, arr1, arr2};
+use ndarray::{Array2, arr1, arr2};
+
+mod common;
+
+use common::{assert_close, book_lines};
 
 fn output(seeds: BookSeeds) -> String {
-    let mut out = Vec::new();
-    s2_trainable::run(&mut out, seeds).expect("writing to a Vec cannot fail");
-    String::from_utf8(out).expect("the output is UTF-8")
+    common::printed(s2_trainable::run, seeds)
 }
 
 /// Every line the chapter 3 notebook prints in cells #16–#23 (`reference/book_ch03_outputs.md`, without
@@ -50,21 +52,6 @@ tensor([[-0.5337, -0.1051],
         [-0.5297, -0.1076],
         [-0.5311, -0.1066],
         [-0.5299, -0.1081]])";
-
-/// The printed lines of `output` without the stage's own headings, cell labels and blank lines.
-fn book_lines(output: &str) -> Vec<&str> {
-    output
-        .lines()
-        .filter(|line| !(line.is_empty() || line.starts_with("## ") || line.starts_with('[')))
-        .collect()
-}
-
-fn assert_close(actual: ArrayView1<f32>, book: &[f32]) {
-    assert_eq!(actual.len(), book.len(), "{actual} vs {book:?}");
-    for (a, b) in actual.iter().zip(book) {
-        assert!((a - b).abs() <= 5e-5, "{actual} vs the book's {book:?}");
-    }
-}
 
 fn walk_through(seed: u64) -> WalkThrough {
     WalkThrough::new(&inputs().view(), &mut Generator::manual_seed(seed), D_OUT)

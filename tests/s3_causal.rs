@@ -8,30 +8,12 @@ use attention_from_scratch::s3_causal::{
 use attention_from_scratch::{BookSeeds, Error};
 use ndarray::{Array2, Array3, Axis, s};
 
-fn run_stage(seeds: BookSeeds) -> String {
-    let mut out = Vec::new();
-    s3_causal::run(&mut out, seeds).expect("stage 3 runs");
-    String::from_utf8(out).expect("the output is UTF-8")
-}
+mod common;
 
-/// The lines printed under each `[#k] …` label, up to the blank line that ends the cell.
-fn cells(output: &str) -> Vec<(String, String)> {
-    let mut cells: Vec<(String, Vec<&str>)> = Vec::new();
-    for line in output.lines() {
-        if let Some(label) = line.strip_prefix('[') {
-            let tag = label.split(']').next().unwrap_or_default();
-            cells.push((tag.to_string(), Vec::new()));
-        } else if line.starts_with("## ") {
-            cells.push((String::new(), Vec::new()));
-        } else if let Some((_, lines)) = cells.last_mut() {
-            lines.push(line);
-        }
-    }
-    cells
-        .into_iter()
-        .filter(|(tag, _)| !tag.is_empty())
-        .map(|(tag, lines)| (tag, lines.join("\n").trim_end_matches('\n').to_string()))
-        .collect()
+use common::cells;
+
+fn run_stage(seeds: BookSeeds) -> String {
+    common::printed(s3_causal::run, seeds)
 }
 
 /// What the book's notebook prints in cells #24–#33 (the `grad_fn=<…>` suffixes left out).

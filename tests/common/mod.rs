@@ -1,0 +1,59 @@
+//! What the tests of stages 1–4 share: running a stage into a string, and reading its printed cells back.
+
+// Each test file is its own crate and uses only some of these.
+#![allow(dead_code)]
+
+use attention_from_scratch::{BookSeeds, Error};
+use ndarray::ArrayView1;
+
+/// A stage's `run`, writing into a buffer.
+pub type Run = fn(&mut Vec<u8>, BookSeeds) -> Result<(), Error>;
+
+/// Everything `run` prints with `seeds`, exactly what the stage's example prints.
+pub fn printed(run: Run, seeds: BookSeeds) -> String {
+    let mut out = Vec::new();
+    run(&mut out, seeds).expect("writing to a Vec cannot fail");
+    String::from_utf8(out).expect("the output is UTF-8")
+}
+
+/// The printed lines of `output` without the stage's own headings, cell labels and blank lines: what the
+/// notebook's cells print, in order.
+pub fn book_lines(output: &str) -> Vec<&str> {
+    output
+        .lines()
+        .filter(|line| !(line.is_empty() || line.starts_with("## ") || line.starts_with('[')))
+        .collect()
+}
+
+/// Each `[tag] …` label with the lines printed under it, up to the blank line that ends the cell.
+pub fn cells(output: &str) -> Vec<(String, String)> {
+    let mut cells: Vec<(String, Vec<&str>)> = Vec::new();
+    for line in output.lines() {
+        if let Some(label) = line.strip_prefix('[') {
+            let tag = label.split(']').next().unwrap_or_default();
+            cells.push((tag.to_string(), Vec::new()));
+        } else if line.starts_with("## ") {
+            cells.push((String::new(), Vec::new()));
+        } else if let Some((_, lines)) = cells.last_mut() {
+            lines.push(line);
+        }
+    }
+    cells
+        .into_iter()
+        .filter(|(tag, _)| !tag.is_empty())
+        .map(|(tag, lines)| (tag, lines.join("\n").trim_end_matches('\n').to_string()))
+        .collect()
+}
+
+/// The lines of the cell labelled `tag`.
+pub fn cell(cells: &[(String, String)], tag: &str) -> String {
+    cells.iter().find(|(t, _)| t == tag).expect(tag).1.clone()
+}
+
+/// Each value within 5e-5 of the book's 4-decimal one, so it prints as the book prints it.
+pub fn assert_close(actual: ArrayView1<f32>, book: &[f32]) {
+    assert_eq!(actual.len(), book.len(), "{actual} vs {book:?}");
+    for (a, b) in actual.iter().zip(book) {
+        assert!((a - b).abs() <= 5e-5, "{actual} vs the book's {book:?}");
+    }
+}
