@@ -11,9 +11,22 @@ use crate::BookSeeds;
 #[derive(Debug, Parser)]
 pub struct SeedArgs {
     /// Use seed N wherever the chapter calls torch.manual_seed (123 and 789), to compare with your own
-    /// PyTorch run. Without it, the book's seeds hold.
-    #[arg(long, value_name = "N")]
+    /// PyTorch run. Without it, the book's seeds hold. Like PyTorch, N may be negative.
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = torch_seed)]
     pub seed: Option<u64>,
+}
+
+/// Reads a seed as `torch.manual_seed` accepts it: any integer from −2⁶³ to 2⁶⁴ − 1, a negative one
+/// wrapping to 2⁶⁴ + N.
+fn torch_seed(text: &str) -> Result<u64, String> {
+    let out_of_range = || format!("{text} is not an integer from -2^63 to 2^64-1");
+    match text.strip_prefix('-') {
+        Some(_) => text
+            .parse::<i64>()
+            .map(|n| n as u64)
+            .map_err(|_| out_of_range()),
+        None => text.parse::<u64>().map_err(|_| out_of_range()),
+    }
 }
 
 impl SeedArgs {
@@ -35,5 +48,19 @@ pub fn exit_code<E: Display>(result: Result<(), E>) -> ExitCode {
             eprintln!("error: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::torch_seed;
+
+    #[test]
+    fn seeds_wrap_as_torch_manual_seed_does() {
+        assert_eq!(torch_seed("123"), Ok(123));
+        assert_eq!(torch_seed("-3"), Ok(u64::MAX - 2));
+        assert_eq!(torch_seed("18446744073709551615"), Ok(u64::MAX));
+        assert!(torch_seed("abc").is_err());
+        assert!(torch_seed("18446744073709551616").is_err());
     }
 }
