@@ -168,3 +168,41 @@ fn committed_attention_pictures_are_what_the_code_draws() {
         );
     }
 }
+
+/// The `\\[ … \\]` and `\\( … \\)` formulas of `text`.
+fn formulas(text: &str) -> Vec<&str> {
+    let mut found = Vec::new();
+    for (open, close) in [("\\\\[", "\\\\]"), ("\\\\(", "\\\\)")] {
+        let mut rest = text;
+        while let Some(start) = rest.find(open) {
+            let after = &rest[start + open.len()..];
+            let Some(end) = after.find(close) else { break };
+            found.push(&after[..end]);
+            rest = &after[end + close.len()..];
+        }
+    }
+    found
+}
+
+#[test]
+fn formulas_escape_their_underscores_from_markdown() {
+    // Markdown would read `a_i … b_j` as emphasis before MathJax sees it.
+    let mut unescaped = Vec::new();
+    for chapter in chapters() {
+        let text = fs::read_to_string(&chapter).unwrap();
+        for formula in formulas(&text) {
+            let bare = formula
+                .match_indices('_')
+                .any(|(i, _)| !formula[..i].ends_with('\\'));
+            if bare {
+                unescaped.push(format!("{}: {formula}", chapter.display()));
+            }
+        }
+    }
+    assert_eq!(formulas("x \\\\( a\\_i \\\\) y"), [" a\\_i "]);
+    assert!(
+        unescaped.is_empty(),
+        "write \\_ in formulas:\n{}",
+        unescaped.join("\n")
+    );
+}
