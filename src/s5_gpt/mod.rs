@@ -166,11 +166,11 @@ fn run_in_pool<W: Write>(out: &mut W, cfg: &Config) -> Result<Report, Error> {
     let shape: Vec<String> = result.logits_shape.iter().map(|d| d.to_string()).collect();
     writeln!(
         out,
-        "prediction:\t{} steps, each ({})",
+        "prediction: {} steps, each ({})",
         result.batches,
         shape.join(", ")
     )?;
-    writeln!(out, "loss:\t{}", result.mean())?;
+    writeln!(out, "loss: {}", result.mean())?;
     let chapter = result.loss_sum / train_batches as f64;
     writeln!(
         out,
