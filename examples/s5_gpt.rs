@@ -15,7 +15,7 @@ use clap::Parser;
 #[command(version)]
 struct Args {
     /// The corpus (default: data/tinyshakespeare.txt, fetched by data/fetch.sh)
-    #[arg(long)]
+    #[arg(long, value_name = "PATH")]
     data: Option<PathBuf>,
     /// Passes over the training batches (2 epochs = 31,368 steps)
     #[arg(long, default_value_t = 2)]

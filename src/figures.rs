@@ -111,7 +111,11 @@ pub fn loss_curve(losses: &[f32], test_loss: f64) -> Figure {
 
 /// Trains stage 5 with the tutorial's settings and draws its loss curve (about two minutes in release).
 pub fn trained_loss_curve() -> Result<Figure, crate::s5_gpt::Error> {
-    let report = crate::s5_gpt::run(&mut std::io::sink(), &crate::s5_gpt::Config::default())?;
+    let cfg = crate::s5_gpt::Config {
+        progress: true,
+        ..Default::default()
+    };
+    let report = crate::s5_gpt::run(&mut std::io::sink(), &cfg)?;
     Ok(loss_curve(&report.losses, report.test_loss))
 }
 
