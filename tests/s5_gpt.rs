@@ -539,6 +539,17 @@ fn prompt_outside_the_vocabulary_fails_before_training() {
     assert!(!err.to_string().contains('\n'));
 }
 
+#[test]
+fn a_loss_csv_in_a_missing_folder_fails_before_training() {
+    let cfg = Config {
+        loss_csv: Some("no/such/folder/loss.csv".into()),
+        ..Config::default()
+    };
+    let err = Trainer::new(&cfg).unwrap_err();
+    assert!(matches!(err, Error::Config(_)), "{err}");
+    assert!(err.to_string().contains("no/such/folder"), "{err}");
+}
+
 // ---------------------------------------------------------------------------------------------------
 // The whole chapter.
 // ---------------------------------------------------------------------------------------------------
