@@ -229,13 +229,13 @@ pub(crate) fn check(cfg: &Config) -> Result<(), Error> {
         }
     }
     // Found out before training, not two minutes later when the file is written.
-    if let Some(dir) = cfg.loss_csv.as_deref().and_then(Path::parent) {
-        if !(dir.as_os_str().is_empty() || dir.is_dir()) {
-            return Err(Error::Config(format!(
-                "--loss-csv: the folder {} does not exist; create it or choose another path",
-                dir.display()
-            )));
-        }
+    if let Some(dir) = cfg.loss_csv.as_deref().and_then(Path::parent)
+        && !(dir.as_os_str().is_empty() || dir.is_dir())
+    {
+        return Err(Error::Config(format!(
+            "--loss-csv: the folder {} does not exist; create it or choose another path",
+            dir.display()
+        )));
     }
     if !(cfg.lr.is_finite() && cfg.lr > 0.0) {
         return Err(Error::Config(format!(
