@@ -25,11 +25,15 @@ fn blue(t: f32) -> String {
     )
 }
 
-fn open_svg(width: f64, height: f64) -> String {
+/// The opening tag, a white background and the title centred on top.
+fn open_svg(width: f64, height: f64, title: &str) -> String {
     format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width:.0}\" height=\"{height:.0}\" \
          viewBox=\"0 0 {width:.0} {height:.0}\" font-family=\"sans-serif\" font-size=\"13\">\n\
-         <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+         <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
+         <text x=\"{:.1}\" y=\"20\" text-anchor=\"middle\" font-size=\"15\">{}</text>\n",
+        width / 2.0,
+        escape(title)
     )
 }
 
@@ -57,13 +61,7 @@ pub fn heatmap(
     let width = LABEL_ROOM + CELL * cols as f64 + 20.0;
     let height = LABEL_ROOM + 30.0 + CELL * rows as f64 + 20.0;
     let top = LABEL_ROOM + 30.0;
-    let mut svg = open_svg(width, height);
-    let _ = writeln!(
-        svg,
-        "<text x=\"{:.1}\" y=\"20\" text-anchor=\"middle\" font-size=\"15\">{}</text>",
-        width / 2.0,
-        escape(title)
-    );
+    let mut svg = open_svg(width, height, title);
     for (j, token) in tokens.iter().enumerate() {
         let x = LABEL_ROOM + CELL * (j as f64 + 0.5);
         let _ = writeln!(
@@ -136,13 +134,7 @@ pub fn line_chart(title: &str, x_label: &str, y_label: &str, series: &[Series]) 
         let py = top + (height - top - bottom) * (y_max - y) / (y_max - y_min).max(1e-9);
         (px, py)
     };
-    let mut svg = open_svg(width, height);
-    let _ = writeln!(
-        svg,
-        "<text x=\"{:.1}\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">{}</text>",
-        width / 2.0,
-        escape(title)
-    );
+    let mut svg = open_svg(width, height, title);
     let (x0, y0) = to_px(0.0, y_min);
     let (x1, y1) = to_px(x_max, y_max);
     let _ = writeln!(

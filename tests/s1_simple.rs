@@ -11,7 +11,7 @@ use ndarray::{Array1, arr1};
 
 mod common;
 
-use common::{assert_close, book_lines};
+use common::{assert_close, book_lines, structure};
 
 fn output(seeds: BookSeeds) -> String {
     common::printed(s1_simple::run, seeds)
@@ -73,11 +73,6 @@ fn prints_exactly_the_books_lines() {
 #[test]
 fn labels_every_cell_under_its_section() {
     let output = output(BookSeeds::default());
-    let structure: Vec<&str> = output
-        .lines()
-        .filter(|line| line.starts_with("## ") || line.starts_with('['))
-        .map(|line| line.split(']').next().unwrap())
-        .collect();
     let expected = [
         "## 3.3.1 A simple self-attention mechanism without trainable weights",
         "[#2",
@@ -94,7 +89,7 @@ fn labels_every_cell_under_its_section() {
         "[#12",
         "[#13",
     ];
-    assert_eq!(structure, expected);
+    assert_eq!(structure(&output), expected);
     assert!(output.starts_with("## 3.3.1 A simple self-attention mechanism without trainable weights\n\n[#2] attn_scores_2\ntensor("));
     assert!(
         output.ends_with("0.5683])\n\n"),

@@ -25,6 +25,15 @@ pub fn book_lines(output: &str) -> Vec<&str> {
         .collect()
 }
 
+/// The stage's own lines: each `## …` section heading, and each cell label cut to its tag (`[#2`).
+pub fn structure(output: &str) -> Vec<&str> {
+    output
+        .lines()
+        .filter(|line| line.starts_with("## ") || line.starts_with('['))
+        .map(|line| line.split(']').next().unwrap())
+        .collect()
+}
+
 /// Each `[tag] …` label with the lines printed under it, up to the blank line that ends the cell.
 pub fn cells(output: &str) -> Vec<(String, String)> {
     let mut cells: Vec<(String, Vec<&str>)> = Vec::new();
