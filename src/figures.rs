@@ -84,24 +84,26 @@ fn smoothed(losses: &[f32], window: usize) -> Vec<(f64, f64)> {
 }
 
 /// Stage 5's loss curve: the training loss of every step, averaged over windows of 200 steps, and the test
-/// loss after training as a level line.
-pub fn loss_curve(losses: &[f32], test_loss: f64) -> Figure {
-    let train = Series {
+/// loss after training, when there is one, as a level line.
+pub fn loss_curve(losses: &[f32], test_loss: Option<f64>) -> Figure {
+    let mut series = vec![Series {
         name: "train loss (200-step mean)",
         colour: "#1f77b4",
         points: smoothed(losses, 200),
-    };
-    let last = losses.len() as f64;
-    let test = Series {
-        name: "test loss after training",
-        colour: "#d62728",
-        points: vec![(0.0, test_loss), (last, test_loss)],
-    };
+    }];
+    if let Some(test_loss) = test_loss {
+        let last = losses.len() as f64;
+        series.push(Series {
+            name: "test loss after training",
+            colour: "#d62728",
+            points: vec![(0.0, test_loss), (last, test_loss)],
+        });
+    }
     let svg = plot::line_chart(
         "Stage 5: training on Tiny Shakespeare",
         "step",
         "cross-entropy loss",
-        &[train, test],
+        &series,
     );
     Figure {
         file: "s5_gpt_loss.svg".into(),
@@ -116,7 +118,7 @@ pub fn trained_loss_curve() -> Result<Figure, crate::s5_gpt::Error> {
         ..Default::default()
     };
     let report = crate::s5_gpt::run(&mut std::io::sink(), &cfg)?;
-    Ok(loss_curve(&report.losses, report.test_loss))
+    Ok(loss_curve(&report.losses, Some(report.test_loss)))
 }
 
 /// Tests and the figure example compare against the committed copy under `book/src/img/`.

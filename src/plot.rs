@@ -128,7 +128,12 @@ pub fn line_chart(title: &str, x_label: &str, y_label: &str, series: &[Series]) 
         (0f64, f64::INFINITY, f64::NEG_INFINITY),
         |(xm, lo, hi), &(x, y)| (xm.max(x), lo.min(y), hi.max(y)),
     );
-    let (y_min, y_max) = (y_min.floor(), y_max.ceil());
+    // With no points at all, an empty 0–1 frame.
+    let (y_min, y_max) = if y_min <= y_max {
+        (y_min.floor(), y_max.ceil())
+    } else {
+        (0.0, 1.0)
+    };
     let to_px = |x: f64, y: f64| {
         let px = left + (width - left - right) * x / x_max.max(1.0);
         let py = top + (height - top - bottom) * (y_max - y) / (y_max - y_min).max(1e-9);

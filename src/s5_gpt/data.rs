@@ -22,6 +22,27 @@ use super::error::Error;
 /// The file the tutorial reads, where `data/fetch.sh` puts it.
 pub const DATA_FILE: &str = "data/tinyshakespeare.txt";
 
+/// The sha256 of that file, as `data/fetch.sh` checks it.
+pub const DATA_SHA256: &str = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed";
+
+/// A warning if the default corpus is not the file `data/fetch.sh` downloads. Training still works on an
+/// edited copy, but its numbers will not be the book's. `None` if the file is the expected one, or
+/// cannot be read (loading it will then say why).
+pub fn corpus_warning(path: &Path) -> Option<String> {
+    use sha2::{Digest, Sha256};
+    let bytes = std::fs::read(path).ok()?;
+    let hex: String = Sha256::digest(&bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    (hex != DATA_SHA256).then(|| {
+        format!(
+            "warning: {} is not the Tiny Shakespeare of data/fetch.sh (its sha256 differs), so the numbers will not be the book's; run data/fetch.sh for a clean copy",
+            path.display()
+        )
+    })
+}
+
 /// Where to look when no path is given: `data/` of the current directory or of this crate, then the
 /// workspace's shared copy next to the crate. The first file that exists wins.
 pub fn default_data_path() -> PathBuf {
@@ -89,6 +110,20 @@ impl CharDataset {
             }
         }
         Ok(ds)
+    }
+
+    /// A vocabulary without a text: enough to encode a prompt and decode a sample from a checkpoint.
+    pub fn from_vocab(vocab: Vec<char>) -> Self {
+        CharDataset {
+            vocab,
+            tokens: vec![],
+            batch_size: 1,
+            context_size: 1,
+            stride: 1,
+            split_at: 0,
+            train_windows: vec![],
+            test_windows: vec![],
+        }
     }
 
     /// The dataset of an in-memory text (the tutorial's `load`, `encode` and `_pack`).
@@ -161,14 +196,21 @@ impl CharDataset {
         }
     }
 
-    /// Token ids of a text, or an error naming the first character outside the vocabulary.
+    /// Token ids of a text, or an error naming every character outside the vocabulary.
     pub fn encode(&self, text: &str) -> Result<Vec<usize>, Error> {
-        let id = |ch| {
-            self.vocab
-                .binary_search(&ch)
-                .map_err(|_| Error::PromptCharacter { ch })
-        };
-        text.chars().map(id).collect()
+        let mut unknown = Vec::new();
+        for ch in text.chars() {
+            if self.vocab.binary_search(&ch).is_err() && !unknown.contains(&ch) {
+                unknown.push(ch);
+            }
+        }
+        if !unknown.is_empty() {
+            return Err(Error::PromptCharacters { chars: unknown });
+        }
+        Ok(text
+            .chars()
+            .map(|ch| self.vocab.binary_search(&ch).unwrap())
+            .collect())
     }
 
     pub fn decode(&self, tokens: &[usize]) -> String {
@@ -236,8 +278,8 @@ mod tests {
         let ds = CharDataset::from_text("hello world, hello moon", 2, 4);
         assert_eq!(ds.decode(&ds.encode("hello").unwrap()), "hello");
         assert!(matches!(
-            ds.encode("hex"),
-            Err(Error::PromptCharacter { ch: 'x' })
+            ds.encode("hexaxq"),
+            Err(Error::PromptCharacters { chars }) if chars == ['x', 'a', 'q']
         ));
         let b = ds.batch(Split::Train, 0);
         assert_eq!(ds.decode(&b.x[..4]), "hell");

@@ -25,15 +25,47 @@ pub enum Error {
     },
 
     #[error(
-        "prompt character {ch:?} is not in the training text's vocabulary; use only characters that occur in the data file"
+        "the prompt has characters that are not in the vocabulary: {}; use only characters that occur in the training text",
+        quoted(chars)
     )]
-    PromptCharacter { ch: char },
+    PromptCharacters { chars: Vec<char> },
 
     #[error("the prompt is empty; give at least one character with --prompt")]
     EmptyPrompt,
 
     #[error("invalid setting: {0}")]
     Config(String),
+
+    #[error("checkpoint folder {} not found; train one with `s5_gpt train --save {}`, or check the path", dir.display(), dir.display())]
+    CheckpointMissing { dir: PathBuf },
+
+    #[error("checkpoint file {} cannot be used ({why}); save the checkpoint again with `s5_gpt train --save`", path.display())]
+    CheckpointFile { path: PathBuf, why: String },
+
+    #[error("checkpoint {}: config.json does not match the saved tensors ({why}); its files come from different runs, so save the checkpoint again", dir.display())]
+    CheckpointMismatch { dir: PathBuf, why: String },
+
+    #[error("the vocabulary of {} ({data} symbols) is not the one checkpoint {} was trained on ({saved} symbols); pass that text with --data", data_path.display(), dir.display())]
+    VocabularyMismatch {
+        data_path: PathBuf,
+        dir: PathBuf,
+        data: usize,
+        saved: usize,
+    },
+
+    #[error(
+        "{flag} {given} differs from the checkpoint's {saved}; leave {flag} out when resuming, or start a new run"
+    )]
+    ResumeMismatch {
+        flag: &'static str,
+        given: String,
+        saved: String,
+    },
+
+    #[error(
+        "the loss became {loss} at step {step}: training diverged; lower --lr (it is {lr}) and train again"
+    )]
+    LossNotFinite { step: usize, loss: f32, lr: f64 },
 
     #[error("cannot write {}: {source}", path.display())]
     Write {
@@ -43,4 +75,10 @@ pub enum Error {
 
     #[error("cannot write the report: {0}")]
     Output(#[from] std::io::Error),
+}
+
+/// `'é', '€'`: characters as a reader would type them, in order of first appearance.
+fn quoted(chars: &[char]) -> String {
+    let quoted: Vec<String> = chars.iter().map(|c| format!("{c:?}")).collect();
+    quoted.join(", ")
 }

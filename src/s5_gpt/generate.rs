@@ -7,6 +7,25 @@ use super::model::Gpt;
 use super::tape::Tape;
 use crate::rng::numpy::NumpyRandom;
 
+/// How the next character is drawn from the last position's logits. The default is the chapter's: the
+/// softmax of the logits as they are.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Sampling {
+    /// The logits are divided by it first: below 1 the likely characters get likelier, above 1 less so.
+    pub temperature: f32,
+    /// Draw only among the k likeliest characters (and any tied with the k-th); `None` draws among all.
+    pub top_k: Option<usize>,
+}
+
+impl Default for Sampling {
+    fn default() -> Self {
+        Sampling {
+            temperature: 1.0,
+            top_k: None,
+        }
+    }
+}
+
 // ANCHOR: generate
 /// Continues `prompt` by `steps` characters and returns prompt and continuation together.
 ///
@@ -20,6 +39,7 @@ pub fn generate(
     prompt: &str,
     steps: usize,
     rng: &mut NumpyRandom,
+    sampling: Sampling,
 ) -> Result<String, Error> {
     let mut tokens = dataset.encode(prompt)?;
     if tokens.is_empty() {
@@ -32,13 +52,60 @@ pub fn generate(
         let logits = model.forward(tape, window, 1); // (1, L, V)
         let logits = tape.value(logits);
         let last = &logits.data[logits.data.len() - v..]; // (V)
-        let max = last.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
-        let exp: Vec<f32> = last.iter().map(|&l| libm::expf(l - max)).collect();
-        let sum = pairwise_sum(&exp);
-        let probs: Vec<f64> = exp.iter().map(|&e| f64::from(e / sum)).collect();
-        tokens.push(rng.choice(&probs));
+        tokens.push(rng.choice(&probabilities(last, sampling)));
     }
     tape.reset();
     Ok(dataset.decode(&tokens))
 }
+
+/// softmax(logits / temperature), with the characters outside the top k set to 0 before the sum.
+/// With the default [`Sampling`] this is the chapter's softmax bit for bit: x / 1 is x.
+fn probabilities(logits: &[f32], sampling: Sampling) -> Vec<f64> {
+    let scaled: Vec<f32> = logits.iter().map(|&l| l / sampling.temperature).collect();
+    let max = scaled.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
+    let mut exp: Vec<f32> = scaled.iter().map(|&l| libm::expf(l - max)).collect();
+    if let Some(k) = sampling.top_k.filter(|&k| k < scaled.len()) {
+        let mut sorted = scaled.clone();
+        sorted.sort_by(|a, b| b.total_cmp(a));
+        let kth = sorted[k.max(1) - 1];
+        for (e, &l) in exp.iter_mut().zip(&scaled) {
+            if l < kth {
+                *e = 0.0;
+            }
+        }
+    }
+    let sum = pairwise_sum(&exp);
+    exp.iter().map(|&e| f64::from(e / sum)).collect()
+}
 // ANCHOR_END: generate
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn top_k_keeps_the_k_likeliest() {
+        let logits = [1.0, 3.0, 2.0, 0.5];
+        let top_2 = Sampling {
+            top_k: Some(2),
+            ..Sampling::default()
+        };
+        let p = probabilities(&logits, top_2);
+        assert_eq!((p[0], p[3]), (0.0, 0.0));
+        assert!(p[1] > p[2] && p[2] > 0.0);
+        assert!((p.iter().sum::<f64>() - 1.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn low_temperature_sharpens() {
+        let logits = [1.0, 2.0];
+        let p = |temperature| {
+            let s = Sampling {
+                temperature,
+                top_k: None,
+            };
+            probabilities(&logits, s)[1]
+        };
+        assert!(p(0.5) > p(1.0) && p(1.0) > p(2.0));
+    }
+}

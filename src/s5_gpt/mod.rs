@@ -36,6 +36,8 @@
 //! Everything is deterministic: the same bits on every machine and at every thread count (see
 //! [`kernels`]).
 
+pub mod checkpoint;
+pub mod cli;
 pub mod data;
 pub mod error;
 pub mod generate;
@@ -43,6 +45,7 @@ pub mod kernels;
 pub mod model;
 pub mod ops;
 pub mod optim;
+pub mod progress;
 pub mod tape;
 pub mod train;
 
@@ -52,9 +55,10 @@ use std::time::{Duration, Instant};
 
 pub use data::{CharDataset, Split};
 pub use error::Error;
-pub use generate::generate;
+pub use generate::{Sampling, generate};
 pub use model::{Gpt, GptConfig};
 pub use optim::{AdamW, WarmupCosine};
+pub use progress::Progress;
 pub use tape::{NodeId, Tape, Tensor};
 pub use train::{TestResult, Trainer};
 
@@ -76,6 +80,8 @@ pub struct Config {
     pub max_steps: Option<usize>,
     /// Write `step,lr,loss` for every step to this CSV file.
     pub loss_csv: Option<PathBuf>,
+    /// Draw the loss curve into this SVG file.
+    pub plot: Option<PathBuf>,
     /// Print a training-loss line to the report every this many steps (0: never).
     pub log_every: usize,
     pub prompt: String,
@@ -83,7 +89,7 @@ pub struct Config {
     pub sample_len: usize,
     /// Worker threads; 0 means one per available core. The results do not depend on it.
     pub threads: usize,
-    /// Show progress (step, loss, elapsed time) on stderr while training.
+    /// Show a progress bar on stderr (when it is a terminal) while training and testing.
     pub progress: bool,
 }
 
@@ -100,6 +106,7 @@ impl Default for Config {
             seed: 42,
             max_steps: None,
             loss_csv: None,
+            plot: None,
             log_every: 1000,
             prompt: "ROMEO:".to_string(),
             sample_len: 512,
@@ -134,35 +141,22 @@ pub fn run<W: Write + Send>(out: &mut W, cfg: &Config) -> Result<Report, Error> 
 
 fn run_in_pool<W: Write>(out: &mut W, cfg: &Config) -> Result<Report, Error> {
     let mut trainer = Trainer::new(cfg)?;
-    let ds = &trainer.dataset;
-    let train_batches = ds.len(Split::Train);
-    let (chars, symbols, test_batches) = (ds.tokens.len(), ds.vocab_size(), ds.len(Split::Test));
-    writeln!(
-        out,
-        "data: {chars} characters, {symbols} symbols, {train_batches} train batches, {test_batches} test batches"
-    )?;
-    writeln!(out, "model: {} parameters", trainer.parameter_count())?;
+    check_prompt(&trainer.dataset, &cfg.prompt)?; // now, not after two minutes of training
+    describe(out, &mut trainer)?;
 
-    let started = Instant::now();
-    let steps = trainer.steps;
-    let (mut losses, mut lrs) = (Vec::with_capacity(steps), Vec::with_capacity(steps));
-    for s in 0..steps {
-        let (lr, loss) = trainer.train_step(s);
-        losses.push(loss);
-        lrs.push(lr);
+    let mut progress = Progress::new("train", 0, trainer.steps, cfg.progress);
+    while trainer.losses.len() < trainer.steps {
+        let s = trainer.losses.len();
+        let loss = trainer.step()?;
+        progress.step(Some(loss));
         if cfg.log_every > 0 && s % cfg.log_every == 0 {
-            writeln!(out, "step {s}: lr {lr}, loss {loss}")?;
-        }
-        if cfg.progress && (s % 500 == 0 || s + 1 == steps) {
-            let secs = started.elapsed().as_secs_f64();
-            eprintln!("step {}/{steps}  loss {loss:.4}  {secs:.1} s", s + 1);
+            let lr = trainer.lrs[s];
+            progress.suspend(|| writeln!(out, "step {s}: lr {lr}, loss {loss}"))?;
         }
     }
-    if let Some(path) = &cfg.loss_csv {
-        write_loss_csv(path, &losses, &lrs)?;
-    }
+    progress.finish();
 
-    let result = trainer.test();
+    let result = evaluate(&mut trainer, cfg.progress);
     let shape: Vec<String> = result.logits_shape.iter().map(|d| d.to_string()).collect();
     writeln!(
         out,
@@ -171,23 +165,75 @@ fn run_in_pool<W: Write>(out: &mut W, cfg: &Config) -> Result<Report, Error> {
         shape.join(", ")
     )?;
     writeln!(out, "loss: {}", result.mean())?;
+    let train_batches = trainer.dataset.len(Split::Train);
     let chapter = result.loss_sum / train_batches as f64;
     writeln!(
         out,
         "(the stored chapter divides by the {train_batches} train batches and prints {chapter})"
     )?;
+    write_curves(cfg, &trainer, Some(result.mean()))?;
 
     let sample = trainer.generate(&cfg.prompt, cfg.sample_len)?;
     writeln!(out)?;
     writeln!(out, "{sample}")?;
     Ok(Report {
-        losses,
-        lrs,
+        losses: trainer.losses,
+        lrs: trainer.lrs,
         test_loss: result.mean(),
         test_loss_chapter: chapter,
         test_batches: result.batches,
         sample,
     })
+}
+
+/// The data and model lines that open a run's report.
+pub(crate) fn describe(out: &mut impl Write, trainer: &mut Trainer) -> Result<(), Error> {
+    let ds = &trainer.dataset;
+    let (chars, symbols) = (ds.tokens.len(), ds.vocab_size());
+    let (train, test) = (ds.len(Split::Train), ds.len(Split::Test));
+    writeln!(
+        out,
+        "data: {chars} characters, {symbols} symbols, {train} train batches, {test} test batches"
+    )?;
+    writeln!(out, "model: {} parameters", trainer.parameter_count())?;
+    Ok(())
+}
+
+/// The test loss, with a progress bar over the test batches.
+pub(crate) fn evaluate(trainer: &mut Trainer, progress: bool) -> TestResult {
+    let batches = trainer.dataset.len(Split::Test);
+    let mut bar = Progress::new("test", 0, batches, progress);
+    let result = trainer.test(|| bar.step(None));
+    bar.finish();
+    result
+}
+
+/// Writes the loss CSV and the loss-curve SVG that `cfg` asks for.
+pub(crate) fn write_curves(
+    cfg: &Config,
+    trainer: &Trainer,
+    test_loss: Option<f64>,
+) -> Result<(), Error> {
+    if let Some(path) = &cfg.loss_csv {
+        let mut text = String::from("step,lr,loss\n");
+        for (s, (loss, lr)) in trainer.losses.iter().zip(&trainer.lrs).enumerate() {
+            text.push_str(&format!("{s},{lr},{loss}\n"));
+        }
+        checkpoint::write_atomic(path, text.as_bytes())?;
+    }
+    if let Some(path) = &cfg.plot {
+        let figure = crate::figures::loss_curve(&trainer.losses, test_loss);
+        checkpoint::write_atomic(path, figure.svg.as_bytes())?;
+    }
+    Ok(())
+}
+
+/// An empty prompt, or one with a character the model has never seen, cannot start a sample.
+pub fn check_prompt(dataset: &CharDataset, prompt: &str) -> Result<(), Error> {
+    if prompt.is_empty() {
+        return Err(Error::EmptyPrompt);
+    }
+    dataset.encode(prompt).map(drop)
 }
 
 /// Times `steps` training steps after `warmup` untimed ones; returns each timed step's duration.
@@ -217,25 +263,48 @@ pub fn with_threads<T: Send>(threads: usize, f: impl FnOnce() -> T + Send) -> Re
     Ok(pool.install(f))
 }
 
+/// The sizes a run accepts: flag, value, the largest allowed, the tutorial's. The limits are far above the
+/// tutorial's sizes and keep a step's memory within a few GiB.
+fn sizes(cfg: &Config) -> [(&'static str, usize, usize, usize); 5] {
+    let tutorial = Config::default();
+    [
+        ("--epochs", cfg.epochs, 1000, tutorial.epochs),
+        ("--batch-size", cfg.batch_size, 1024, tutorial.batch_size),
+        (
+            "--context-size",
+            cfg.context_size,
+            1024,
+            tutorial.context_size,
+        ),
+        (
+            "--embedding-size",
+            cfg.embedding_size,
+            1024,
+            tutorial.embedding_size,
+        ),
+        ("--blocks", cfg.blocks, 64, tutorial.blocks),
+    ]
+}
+
+/// Rejects settings that cannot train, before anything is loaded.
 pub(crate) fn check(cfg: &Config) -> Result<(), Error> {
-    let positive = [
-        ("--batch-size", cfg.batch_size),
-        ("--context-size", cfg.context_size),
-        ("--embedding-size", cfg.embedding_size),
-    ];
-    for (flag, value) in positive {
-        if value == 0 {
-            return Err(Error::Config(format!("{flag} must be at least 1")));
+    for (flag, value, max, tutorial) in sizes(cfg) {
+        if value == 0 || value > max {
+            return Err(Error::Config(format!(
+                "{flag} {value} is out of range; use 1 to {max} (the tutorial uses {tutorial})"
+            )));
         }
     }
     // Found out before training, not two minutes later when the file is written.
-    if let Some(dir) = cfg.loss_csv.as_deref().and_then(Path::parent)
-        && !(dir.as_os_str().is_empty() || dir.is_dir())
-    {
-        return Err(Error::Config(format!(
-            "--loss-csv: the folder {} does not exist; create it or choose another path",
-            dir.display()
-        )));
+    for (flag, path) in [("--loss-csv", &cfg.loss_csv), ("--plot", &cfg.plot)] {
+        if let Some(dir) = path.as_deref().and_then(Path::parent)
+            && !(dir.as_os_str().is_empty() || dir.is_dir())
+        {
+            return Err(Error::Config(format!(
+                "{flag}: the folder {} does not exist; create it or choose another path",
+                dir.display()
+            )));
+        }
     }
     if !(cfg.lr.is_finite() && cfg.lr > 0.0) {
         return Err(Error::Config(format!(
@@ -244,20 +313,4 @@ pub(crate) fn check(cfg: &Config) -> Result<(), Error> {
         )));
     }
     Ok(())
-}
-
-/// A header, then `step,lr,loss` per step; written next to the target and renamed into place.
-fn write_loss_csv(path: &Path, losses: &[f32], lrs: &[f64]) -> Result<(), Error> {
-    let mut text = String::from("step,lr,loss\n");
-    for (s, (loss, lr)) in losses.iter().zip(lrs).enumerate() {
-        text.push_str(&format!("{s},{lr},{loss}\n"));
-    }
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let err = |source| Error::Write {
-        path: path.to_path_buf(),
-        source,
-    };
-    std::fs::write(&tmp, text).map_err(err)?;
-    std::fs::rename(&tmp, path).map_err(err)
 }

@@ -169,22 +169,24 @@ impl Gpt {
         self.output.forward(tape, x) // (B, T, V)
     }
 
-    /// Every parameter in the tutorial's order (`model.parameters`), with a readable name.
+    /// Every parameter in the tutorial's order (`model.parameters`), with the name it has in a checkpoint:
+    /// `tok_emb.weight`, `pos_emb.weight`, `blocks.{i}.attn.out.weight`, `blocks.{i}.ff.in.bias`, …,
+    /// `head.weight` and `head.bias`, with i counted from 0.
     pub fn named_parameters(&self) -> Vec<(String, NodeId)> {
         let mut out = vec![
-            ("tok_emb".to_string(), self.token_embedding),
-            ("pos_emb".to_string(), self.position_embedding),
+            ("tok_emb.weight".to_string(), self.token_embedding),
+            ("pos_emb.weight".to_string(), self.position_embedding),
         ];
         let mut linear = |name: String, l: &Linear| {
-            out.push((format!("{name}.W"), l.weight));
-            out.push((format!("{name}.b"), l.bias));
+            out.push((format!("{name}.weight"), l.weight));
+            out.push((format!("{name}.bias"), l.bias));
         };
         for (i, b) in self.blocks.iter().enumerate() {
-            linear(format!("b{}.attn_out", i + 1), &b.attention.output);
-            linear(format!("b{}.ff_in", i + 1), &b.feed_forward.input);
-            linear(format!("b{}.ff_out", i + 1), &b.feed_forward.output);
+            linear(format!("blocks.{i}.attn.out"), &b.attention.output);
+            linear(format!("blocks.{i}.ff.in"), &b.feed_forward.input);
+            linear(format!("blocks.{i}.ff.out"), &b.feed_forward.output);
         }
-        linear("out".to_string(), &self.output);
+        linear("head".to_string(), &self.output);
         out
     }
 }

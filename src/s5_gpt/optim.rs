@@ -84,6 +84,21 @@ impl AdamW {
 }
 // ANCHOR_END: adamw
 
+/// What a checkpoint needs to continue a run.
+impl AdamW {
+    /// Steps taken so far (t), and the first and second moments of every parameter, in parameter order.
+    /// Both lists are empty before the first step. A checkpoint saves these three.
+    pub fn state(&self) -> (i32, &[Vec<f32>], &[Vec<f32>]) {
+        (self.t, &self.m, &self.v)
+    }
+
+    /// Continues from a saved [`state`](Self::state), so that the next update is the one an uninterrupted
+    /// run would make.
+    pub fn restore(&mut self, t: i32, m: Vec<Vec<f32>>, v: Vec<Vec<f32>>) {
+        (self.t, self.m, self.v) = (t, m, v);
+    }
+}
+
 // ANCHOR: clip
 /// `clip_grad_norm(max_norm)`: if the global L2 norm of all gradients exceeds `max_norm`, scales them all
 /// by `max_norm / (norm + 1e-6)`. Returns the norm before clipping.

@@ -1,8 +1,9 @@
 //! The chapter's `GPTTrainer`: `train` (one optimiser step per batch) and `test` (the mean test loss).
 
+use super::checkpoint::Checkpoint;
 use super::data::{Batch, CharDataset, Split, default_data_path};
 use super::error::Error;
-use super::generate::generate;
+use super::generate::{Sampling, generate};
 use super::model::{Gpt, GptConfig};
 use super::optim::{AdamW, WarmupCosine, clip_grad_norm};
 use super::tape::{Tape, Tensor};
@@ -58,12 +59,18 @@ impl TestResult {
 }
 
 // ANCHOR: test
-/// Runs every test batch through the model (no gradients) and sums the per-batch mean cross-entropies.
+/// Runs every test batch through the model (no gradients) and sums the per-batch mean cross-entropies;
+/// `each` is called after every batch (for a progress bar).
 ///
 /// The stored NumPy chapter divides this sum by `len(dataset)` *after* switching the dataset back to
 /// training mode, i.e. by the 15,684 train batches instead of the 1,742 test batches, and prints
 /// 0.2266… instead of 2.0406…. [`TestResult::mean`] divides by the number of test batches.
-pub fn test(tape: &mut Tape, model: &Gpt, dataset: &CharDataset) -> TestResult {
+pub fn test(
+    tape: &mut Tape,
+    model: &Gpt,
+    dataset: &CharDataset,
+    mut each: impl FnMut(),
+) -> TestResult {
     let mut loss_sum = 0.0f64;
     let mut logits_shape = vec![];
     let batches = dataset.len(Split::Test);
@@ -74,6 +81,7 @@ pub fn test(tape: &mut Tape, model: &Gpt, dataset: &CharDataset) -> TestResult {
         logits_shape.clone_from(&tape.value(logits).shape);
         let loss = tape.cross_entropy(logits, &batch.y);
         loss_sum += f64::from(tape.value(loss).data[0]);
+        each();
     }
     tape.reset();
     TestResult {
@@ -98,6 +106,12 @@ pub struct Trainer {
     pub schedule: WarmupCosine,
     /// Steps this run trains: epochs × train batches, or fewer with `max_steps`.
     pub steps: usize,
+    /// The settings it was made with.
+    pub config: Config,
+    /// The loss of every step trained so far, before its update; the next step is `losses.len()`.
+    pub losses: Vec<f32>,
+    /// The learning rate of every step trained so far.
+    pub lrs: Vec<f64>,
 }
 
 impl Trainer {
@@ -106,10 +120,6 @@ impl Trainer {
         check(cfg)?;
         let path = cfg.data.clone().unwrap_or_else(default_data_path);
         let dataset = CharDataset::load(&path, cfg.batch_size, cfg.context_size)?;
-        if cfg.prompt.is_empty() {
-            return Err(Error::EmptyPrompt);
-        }
-        dataset.encode(&cfg.prompt)?; // an unknown prompt character fails now, not after training
         let mut rng = NumpyRandom::seed(cfg.seed);
         let mut tape = Tape::new();
         let config = GptConfig {
@@ -131,7 +141,33 @@ impl Trainer {
             optimizer,
             schedule,
             steps,
+            config: cfg.clone(),
+            losses: Vec::with_capacity(steps),
+            lrs: Vec::with_capacity(steps),
         })
+    }
+
+    /// Trains the next step and records its loss and learning rate. A loss that is not a finite number
+    /// ends the run: every later step would be NaN too.
+    pub fn step(&mut self) -> Result<f32, Error> {
+        let s = self.losses.len();
+        let (lr, loss) = self.train_step(s);
+        if !loss.is_finite() {
+            let lr = self.config.lr;
+            return Err(Error::LossNotFinite { step: s, loss, lr });
+        }
+        self.losses.push(loss);
+        self.lrs.push(lr);
+        Ok(loss)
+    }
+
+    /// Continues from a checkpoint of this same run: its weights, AdamW's state and the history.
+    pub fn restore(&mut self, checkpoint: &Checkpoint) -> Result<(), Error> {
+        let state = checkpoint.train_state()?;
+        self.restore_weights(checkpoint);
+        self.optimizer.restore(state.adam_t, state.m, state.v);
+        (self.losses, self.lrs) = (state.losses, state.lrs);
+        Ok(())
     }
 
     /// Global step `s`: batch `s mod 15,684` (no shuffling), at the scheduled learning rate.
@@ -147,9 +183,17 @@ impl Trainer {
         )
     }
 
-    /// The mean loss over the test split.
-    pub fn test(&mut self) -> TestResult {
-        test(&mut self.tape, &self.model, &self.dataset)
+    /// The mean loss over the test split; `each` is called after every batch.
+    pub fn test(&mut self, each: impl FnMut()) -> TestResult {
+        test(&mut self.tape, &self.model, &self.dataset, each)
+    }
+
+    /// Takes the checkpoint's weights (and nothing else: enough to test or sample).
+    pub fn restore_weights(&mut self, checkpoint: &Checkpoint) {
+        let (params, _) = self.tape.params_mut();
+        for (p, (_, _, values)) in params.iter_mut().zip(&checkpoint.weights) {
+            p.data.clone_from(values);
+        }
     }
 
     /// `prompt` and `steps` sampled characters, continuing the generator's stream.
@@ -161,6 +205,7 @@ impl Trainer {
             prompt,
             steps,
             &mut self.rng,
+            Sampling::default(),
         )
     }
 
