@@ -10,35 +10,13 @@
 //! cargo run --release --example s5_gpt -- eval --checkpoint runs/tiny
 //! ```
 //!
-//! See `--help`, and `train --help` and so on, for every flag.
+//! See `--help`, and `train --help` and so on, for every flag. The program itself is
+//! [`attention_from_scratch::s5_gpt::cli`], so that the tests can run it too.
 
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
-
-use attention_from_scratch::cli::exit_code;
-use attention_from_scratch::s5_gpt::cli::{Cli, Outcome};
-
-/// Set by Ctrl-C; training saves a checkpoint and stops at the next step.
-static STOP: AtomicBool = AtomicBool::new(false);
-
-/// The exit code of a run stopped by Ctrl-C, as a shell reports one killed by SIGINT.
-const INTERRUPTED: u8 = 130;
 
 fn main() -> ExitCode {
-    let cli = Cli::try_parse_args(std::env::args_os()).unwrap_or_else(|e| e.exit());
-    if cli.saves_checkpoints() {
-        // A first Ctrl-C asks for a checkpoint; a second one quits at once (the last checkpoint stays).
-        let handler = || {
-            if STOP.swap(true, Ordering::Relaxed) {
-                std::process::exit(INTERRUPTED.into());
-            }
-        };
-        if let Err(e) = ctrlc::set_handler(handler) {
-            eprintln!("warning: Ctrl-C will not save a checkpoint: {e}");
-        }
-    }
-    match cli.run(&mut std::io::stdout(), &STOP) {
-        Ok(Outcome::Interrupted) => ExitCode::from(INTERRUPTED),
-        other => exit_code(other.map(drop)),
-    }
+    ExitCode::from(attention_from_scratch::s5_gpt::cli::main(
+        std::env::args_os(),
+    ))
 }

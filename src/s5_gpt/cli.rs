@@ -66,7 +66,7 @@ pub struct ModelArgs {
     #[arg(long, value_name = "N", default_value_t = 2)]
     pub blocks: usize,
     /// Peak learning rate, above 0 (warm-up over 100 steps, cosine down to a tenth)
-    #[arg(long, default_value_t = 1e-3)]
+    #[arg(long, default_value_t = 1e-3, allow_negative_numbers = true)]
     pub lr: f64,
     /// np.random.seed: the initial weights, and the chapter's sampling
     #[arg(long, value_name = "N", default_value_t = 42)]
@@ -162,7 +162,12 @@ pub struct GenerateArgs {
     #[arg(long, value_name = "N", default_value_t = 42)]
     pub seed: u32,
     /// Divide the logits by T before the softmax: below 1 is bolder, above 1 more varied
-    #[arg(long, value_name = "T", default_value_t = 1.0)]
+    #[arg(
+        long,
+        value_name = "T",
+        default_value_t = 1.0,
+        allow_negative_numbers = true
+    )]
     pub temperature: f32,
     /// Draw only among the K likeliest characters [default: all]
     #[arg(long, value_name = "K")]
@@ -187,6 +192,41 @@ pub struct EvalArgs {
     #[arg(long)]
     pub quiet: bool,
 }
+
+/// The exit status of a run stopped by Ctrl-C, as a shell reports one killed by SIGINT.
+pub const INTERRUPTED: u8 = 130;
+
+/// Set by Ctrl-C: training saves a checkpoint and stops at the next step.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+// ANCHOR: main
+/// The program `s5_gpt`: parses `args` (program name first), catches Ctrl-C when there is a checkpoint to
+/// save, runs, and returns the exit status: 0 done, 1 failed (the error printed on one line), 130 stopped.
+pub fn main(args: impl IntoIterator<Item = OsString>) -> u8 {
+    let cli = Cli::try_parse_args(args).unwrap_or_else(|e| e.exit());
+    if cli.saves_checkpoints() {
+        // A first Ctrl-C asks for a checkpoint; a second one quits at once (the last checkpoint stays).
+        let handler = || {
+            if STOP.swap(true, Ordering::Relaxed) {
+                std::process::exit(INTERRUPTED.into());
+            }
+        };
+        if let Err(e) = ctrlc::set_handler(handler) {
+            eprintln!("warning: Ctrl-C will not save a checkpoint: {e}");
+        }
+    }
+    match cli.run(&mut std::io::stdout(), &STOP) {
+        Ok(Outcome::Done) => 0,
+        Ok(Outcome::Interrupted) => INTERRUPTED,
+        // `s5_gpt … | head` closing the pipe early is not a failure.
+        Err(Error::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => 0,
+        Err(e) => {
+            eprintln!("error: {e}");
+            1
+        }
+    }
+}
+// ANCHOR_END: main
 
 /// How a command ended, for the exit code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -317,6 +357,13 @@ fn train(
     };
     warn_about_corpus(&cfg.data);
     let save = args.save.clone().or(args.resume.clone());
+    if let Some(dir) = &save {
+        // A folder that cannot be made fails now, not after training.
+        std::fs::create_dir_all(dir).map_err(|source| Error::Write {
+            path: dir.clone(),
+            source,
+        })?;
+    }
     with_threads(cfg.threads, || {
         let mut trainer = Trainer::new(&cfg)?;
         if let Some(saved) = &resumed {

@@ -63,11 +63,11 @@ pub enum Error {
     },
 
     #[error(
-        "the loss became {loss} at step {step}: training diverged; lower --lr (it is {lr}) and train again"
+        "the loss became {loss} at step {step}: training diverged; lower --lr (it is {lr:e}) and train again"
     )]
     LossNotFinite { step: usize, loss: f32, lr: f64 },
 
-    #[error("cannot write {}: {source}", path.display())]
+    #[error("cannot write {}: {source}; check that its folder exists and is writable, or choose another path", path.display())]
     Write {
         path: PathBuf,
         source: std::io::Error,

@@ -1,0 +1,540 @@
+//! Stage 5 as a tool: `s5_gpt train | generate | eval`, checkpoints, resuming, and the one-line errors of
+//! bad input. The runs are short (tens of steps) so that the whole file takes seconds.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+
+use attention_from_scratch::s5_gpt::checkpoint::{self, MODEL_FILE, OPTIMIZER_FILE};
+use attention_from_scratch::s5_gpt::cli::{self, Cli, Outcome};
+use attention_from_scratch::s5_gpt::data::{corpus_warning, default_data_path};
+use attention_from_scratch::s5_gpt::{Config, Error, Trainer};
+use clap::CommandFactory;
+
+/// Runs `s5_gpt ARGS…` in-process; returns how it ended and what it printed.
+fn s5_gpt(args: &[&str]) -> Result<(Outcome, String), Error> {
+    let argv = std::iter::once("s5_gpt").chain(args.iter().copied());
+    let cli = Cli::try_parse_args(argv).expect("the test's flags parse");
+    let mut out = Vec::new();
+    let outcome = cli.run(&mut out, &AtomicBool::new(false))?;
+    Ok((outcome, String::from_utf8(out).unwrap()))
+}
+
+/// The output of a run that must succeed.
+fn ok(args: &[&str]) -> String {
+    s5_gpt(args)
+        .unwrap_or_else(|e| panic!("s5_gpt {args:?}: {e}"))
+        .1
+}
+
+/// The message of a run that must fail, checked to be one line.
+fn fails(args: &[&str]) -> String {
+    let err = s5_gpt(args).expect_err("this input must be rejected");
+    let msg = err.to_string();
+    assert!(!msg.contains('\n'), "not one line: {msg}");
+    msg
+}
+
+/// A fresh, empty folder for this test.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("s5_cli_{}_{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn path(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// `train --save DIR --max-steps N`, quietly.
+fn train_into(dir: &Path, steps: usize) {
+    let steps = steps.to_string();
+    ok(&[
+        "train",
+        "--save",
+        path(dir),
+        "--max-steps",
+        &steps,
+        "--quiet",
+    ]);
+}
+
+fn bytes(dir: &Path, file: &str) -> Vec<u8> {
+    std::fs::read(dir.join(file)).unwrap()
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Checkpoints.
+// ---------------------------------------------------------------------------------------------------
+
+#[test]
+fn a_checkpoint_holds_every_bit_of_the_trainer() {
+    let dir = scratch("round_trip");
+    train_into(&dir, 20);
+    let mut trainer = Trainer::new(&Config::default()).unwrap();
+    for _ in 0..20 {
+        trainer.step().unwrap();
+    }
+
+    let saved = checkpoint::load(&dir).unwrap();
+    assert_eq!(saved.config.step, 20);
+    let params = trainer.parameters().to_vec();
+    assert_eq!(saved.weights.len(), params.len());
+    for ((name, shape, values), p) in saved.weights.iter().zip(&params) {
+        assert_eq!(shape, &p.shape, "{name}");
+        let same = values
+            .iter()
+            .zip(&p.data)
+            .all(|(a, b)| a.to_bits() == b.to_bits());
+        assert!(same, "{name} changed on the way through the file");
+    }
+    let state = saved.train_state().unwrap();
+    let (t, m, v) = trainer.optimizer.state();
+    assert_eq!((state.adam_t, &state.m[..], &state.v[..]), (t, m, v));
+    assert_eq!(state.losses, trainer.losses);
+    assert_eq!(state.lrs, trainer.lrs);
+}
+
+/// The layout any safetensors reader sees, read here straight from the bytes: an 8-byte little-endian
+/// header length, a JSON header, then the data.
+#[test]
+fn the_weights_file_has_the_documented_names_and_shapes() {
+    let dir = scratch("layout");
+    train_into(&dir, 1);
+    let file = bytes(&dir, MODEL_FILE);
+    let n = u64::from_le_bytes(file[..8].try_into().unwrap()) as usize;
+    let header: serde_json::Value = serde_json::from_slice(&file[8..8 + n]).unwrap();
+    let header = header.as_object().unwrap();
+
+    let (v, t, c) = (65, 32, 64);
+    let mut expected = vec![
+        ("tok_emb.weight".to_string(), vec![v, c]),
+        ("pos_emb.weight".to_string(), vec![t, c]),
+    ];
+    for i in 0..2 {
+        for (layer, n_out, n_in) in [
+            ("attn.out", c, c),
+            ("ff.in", 4 * c, c),
+            ("ff.out", c, 4 * c),
+        ] {
+            expected.push((format!("blocks.{i}.{layer}.weight"), vec![n_out, n_in]));
+            expected.push((format!("blocks.{i}.{layer}.bias"), vec![n_out]));
+        }
+    }
+    expected.push(("head.weight".to_string(), vec![v, c]));
+    expected.push(("head.bias".to_string(), vec![v]));
+
+    assert_eq!(
+        header.len(),
+        expected.len() + 1,
+        "the tensors and __metadata__"
+    );
+    assert_eq!(header["__metadata__"]["step"], "1");
+    let mut data_bytes = 0;
+    for (name, shape) in &expected {
+        let entry = &header[name];
+        assert_eq!(entry["dtype"], "F32", "{name}");
+        let got: Vec<usize> = serde_json::from_value(entry["shape"].clone()).unwrap();
+        assert_eq!(&got, shape, "{name}");
+        let offsets: [usize; 2] = serde_json::from_value(entry["data_offsets"].clone()).unwrap();
+        assert_eq!(offsets[1] - offsets[0], 4 * shape.iter().product::<usize>());
+        data_bytes += offsets[1] - offsets[0];
+    }
+    assert_eq!(
+        8 + n + data_bytes,
+        file.len(),
+        "the data fills the rest of the file"
+    );
+}
+
+#[test]
+fn a_resumed_run_ends_bit_identical_to_an_uninterrupted_one() {
+    let (whole, parts) = (scratch("whole"), scratch("parts"));
+    train_into(&whole, 40);
+    train_into(&parts, 15);
+    let out = ok(&[
+        "train",
+        "--resume",
+        path(&parts),
+        "--max-steps",
+        "40",
+        "--quiet",
+    ]);
+    assert!(
+        out.contains("resuming") && out.contains("after step 15"),
+        "{out}"
+    );
+    for file in [MODEL_FILE, OPTIMIZER_FILE, "config.json"] {
+        assert!(
+            bytes(&whole, file) == bytes(&parts, file),
+            "{file} differs after resuming"
+        );
+    }
+}
+
+#[test]
+fn save_every_writes_checkpoints_along_the_way() {
+    let dir = scratch("save_every");
+    let args = [
+        "train",
+        "--save",
+        path(&dir),
+        "--max-steps",
+        "25",
+        "--save-every",
+        "10",
+    ];
+    ok(&[&args[..], &["--quiet"]].concat());
+    assert_eq!(checkpoint::load(&dir).unwrap().config.step, 25);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// generate and eval.
+// ---------------------------------------------------------------------------------------------------
+
+/// A checkpoint sampled with the chapter's seed gives the chapter run's sample and test loss.
+#[test]
+fn generate_and_eval_repeat_the_chapter_run() {
+    let dir = scratch("chapter_parts");
+    train_into(&dir, 30);
+    let chapter = ok(&["--max-steps", "30", "--sample-len", "80", "--quiet"]);
+    let sample = ok(&["generate", "--checkpoint", path(&dir), "--sample-len", "80"]);
+    assert!(
+        chapter.ends_with(&sample),
+        "chapter:\n{chapter}\ngenerate:\n{sample}"
+    );
+    assert_eq!(sample.trim_end().chars().count(), "ROMEO:".len() + 80);
+
+    let eval = ok(&["eval", "--checkpoint", path(&dir), "--quiet"]);
+    let loss = |text: &str, label: &str| {
+        let line = text.lines().find(|l| l.starts_with(label)).unwrap();
+        line[label.len()..].trim().to_string()
+    };
+    assert_eq!(loss(&eval, "test loss:"), loss(&chapter, "loss:"));
+}
+
+#[test]
+fn temperature_and_top_k_change_the_sample() {
+    let dir = scratch("sampling");
+    train_into(&dir, 30);
+    let sample = |extra: &[&str]| {
+        let args = ["generate", "--checkpoint", path(&dir), "--sample-len", "60"];
+        ok(&[&args[..], extra].concat())
+    };
+    let plain = sample(&[]);
+    assert_eq!(plain, sample(&["--temperature", "1", "--top-k", "65"]));
+    assert_ne!(plain, sample(&["--temperature", "0.5"]));
+    assert_ne!(plain, sample(&["--top-k", "3"]));
+    assert_ne!(plain, sample(&["--seed", "7"]));
+    let greedy = sample(&["--top-k", "1"]);
+    assert_eq!(
+        greedy,
+        sample(&["--top-k", "1", "--seed", "7"]),
+        "top-1 is greedy"
+    );
+}
+
+#[test]
+fn plot_and_csv_show_every_step() {
+    let dir = scratch("curves");
+    let (svg, csv) = (dir.join("loss.svg"), dir.join("loss.csv"));
+    let args = [
+        "train",
+        "--max-steps",
+        "30",
+        "--quiet",
+        "--plot",
+        path(&svg),
+    ];
+    let out = ok(&[&args[..], &["--loss-csv", path(&csv)]].concat());
+    assert!(out.contains("not saved"), "{out}");
+    let svg = std::fs::read_to_string(svg).unwrap();
+    assert!(
+        svg.starts_with("<svg") && svg.contains("train loss"),
+        "{svg}"
+    );
+    assert!(!svg.contains("test loss"), "train does not test");
+    let csv = std::fs::read_to_string(csv).unwrap();
+    assert_eq!(csv.lines().count(), 1 + 30);
+}
+
+#[test]
+fn train_logs_in_the_nanogpt_form() {
+    let out = ok(&["train", "--max-steps", "25", "--log-every", "10", "--quiet"]);
+    let steps: Vec<&str> = out.lines().filter(|l| l.starts_with("step ")).collect();
+    assert_eq!(steps.len(), 4, "steps 0, 10, 20 and the last, 24:\n{out}");
+    assert!(
+        steps[0].starts_with("step 0: loss 4.1720, lr 1.0e-5, "),
+        "{}",
+        steps[0]
+    );
+    assert!(steps[0].ends_with(" ms/step"), "{}", steps[0]);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Bad input: one line that names the problem and the fix.
+// ---------------------------------------------------------------------------------------------------
+
+#[test]
+fn bad_settings_are_named_with_their_fix() {
+    for (args, expect) in [
+        (
+            &["--batch-size", "0"][..],
+            "--batch-size 0 is out of range; use 1 to 1024",
+        ),
+        (
+            &["train", "--context-size", "100000"],
+            "--context-size 100000",
+        ),
+        (&["train", "--embedding-size", "0"], "--embedding-size 0"),
+        (&["train", "--blocks", "0"], "--blocks 0"),
+        (&["train", "--blocks", "1000"], "use 1 to 64"),
+        (&["train", "--epochs", "0"], "--epochs 0"),
+        (
+            &["train", "--lr", "0"],
+            "--lr must be a positive number, got 0",
+        ),
+        (&["train", "--lr", "-1"], "got -1"),
+        (&["train", "--lr", "NaN"], "got NaN"),
+        (&["--prompt", ""], "the prompt is empty"),
+        (&["--prompt", "ROMEO¿é¿"], "'¿', 'é'"),
+        (&["--data", "no/such/file.txt"], "run data/fetch.sh"),
+        (
+            &["train", "--plot", "no/such/folder/x.svg"],
+            "no/such/folder does not exist",
+        ),
+        (
+            &["--loss-csv", "no/such/folder/x.csv"],
+            "no/such/folder does not exist",
+        ),
+    ] {
+        let msg = fails(args);
+        assert!(msg.contains(expect), "{args:?}: {msg}");
+    }
+}
+
+#[test]
+fn a_diverging_run_stops_at_the_step_it_diverged() {
+    let dir = scratch("diverge");
+    let args = ["train", "--lr", "1e30", "--max-steps", "50", "--quiet"];
+    let msg = fails(&[&args[..], &["--save", path(&dir)]].concat());
+    assert!(msg.contains("the loss became NaN at step 1"), "{msg}");
+    assert!(msg.contains("lower --lr (it is 1e30)"), "{msg}");
+    assert!(
+        !dir.join(MODEL_FILE).exists(),
+        "a diverged model is not saved"
+    );
+}
+
+#[test]
+fn a_damaged_checkpoint_is_named() {
+    let good = scratch("good");
+    train_into(&good, 5);
+    let damaged = |name: &str, damage: &dyn Fn(&Path)| {
+        let dir = scratch(name);
+        for file in [MODEL_FILE, OPTIMIZER_FILE, "config.json"] {
+            std::fs::copy(good.join(file), dir.join(file)).unwrap();
+        }
+        damage(&dir);
+        let eval = fails(&["eval", "--checkpoint", path(&dir)]);
+        let generate = fails(&["generate", "--checkpoint", path(&dir)]);
+        assert_eq!(eval, generate);
+        eval
+    };
+    let truncated = damaged("truncated", &|dir| {
+        let model = bytes(dir, MODEL_FILE);
+        std::fs::write(dir.join(MODEL_FILE), &model[..model.len() / 2]).unwrap();
+    });
+    assert!(
+        truncated.contains("not a complete safetensors file"),
+        "{truncated}"
+    );
+    let corrupt = damaged("corrupt", &|dir| {
+        let mut model = bytes(dir, MODEL_FILE);
+        let last = model.len() - 1;
+        model[last] ^= 0x40;
+        std::fs::write(dir.join(MODEL_FILE), model).unwrap();
+    });
+    assert!(
+        corrupt.contains("sha256") && corrupt.contains("corrupt"),
+        "{corrupt}"
+    );
+    let missing = damaged("missing", &|dir| {
+        std::fs::remove_file(dir.join(MODEL_FILE)).unwrap();
+    });
+    assert!(
+        missing.contains("model.safetensors") && missing.contains("missing"),
+        "{missing}"
+    );
+    let other_size = damaged("other_size", &|dir| {
+        let config = std::fs::read_to_string(dir.join("config.json")).unwrap();
+        let config = config.replace("\"blocks\": 2", "\"blocks\": 3");
+        std::fs::write(dir.join("config.json"), config).unwrap();
+    });
+    assert!(
+        other_size.contains("does not match the saved tensors"),
+        "{other_size}"
+    );
+    let not_json = damaged("not_json", &|dir| {
+        std::fs::write(dir.join("config.json"), "{\"format\": ").unwrap();
+    });
+    assert!(not_json.contains("config.json") && not_json.contains("not a checkpoint config"));
+
+    let nowhere = fails(&["eval", "--checkpoint", "no/such/run"]);
+    assert!(nowhere.contains("train --save no/such/run"), "{nowhere}");
+}
+
+#[test]
+fn a_checkpoint_refuses_another_text_or_model() {
+    let dir = scratch("vocab");
+    train_into(&dir, 3);
+    let text = std::fs::read_to_string(default_data_path()).unwrap();
+    let other = dir.join("shouting.txt");
+    std::fs::write(&other, text.to_uppercase()).unwrap();
+    let msg = fails(&["eval", "--checkpoint", path(&dir), "--data", path(&other)]);
+    assert!(
+        msg.contains("39 symbols") && msg.contains("65 symbols"),
+        "{msg}"
+    );
+    let msg = fails(&["train", "--resume", path(&dir), "--data", path(&other)]);
+    assert!(msg.contains("pass that text with --data"), "{msg}");
+
+    let msg = fails(&["train", "--resume", path(&dir), "--blocks", "3"]);
+    assert!(
+        msg.contains("--blocks 3 differs from the checkpoint's 2"),
+        "{msg}"
+    );
+    let msg = fails(&["generate", "--checkpoint", path(&dir), "--prompt", "Zoë"]);
+    assert!(msg.contains("'ë'"), "{msg}");
+    let msg = fails(&["generate", "--checkpoint", path(&dir), "--temperature", "0"]);
+    assert!(
+        msg.contains("--temperature must be a positive number"),
+        "{msg}"
+    );
+    // Giving a flag its saved value is fine.
+    let args = [
+        "train",
+        "--resume",
+        path(&dir),
+        "--blocks",
+        "2",
+        "--max-steps",
+        "4",
+    ];
+    ok(&[&args[..], &["--quiet"]].concat());
+}
+
+#[test]
+fn only_a_changed_corpus_is_warned_about() {
+    assert_eq!(corpus_warning(&default_data_path()), None);
+    let dir = scratch("corpus");
+    let edited = dir.join("tinyshakespeare.txt");
+    std::fs::write(&edited, "To be, or not to be").unwrap();
+    let warning = corpus_warning(&edited).expect("an edited corpus is warned about");
+    assert!(warning.starts_with("warning:") && warning.contains("data/fetch.sh"));
+    assert!(!warning.contains('\n'));
+}
+
+#[test]
+fn every_flag_explains_itself() {
+    let cli = Cli::command();
+    let commands = std::iter::once(&cli).chain(cli.get_subcommands());
+    for command in commands {
+        for arg in command.get_arguments() {
+            let id = arg.get_id();
+            assert!(
+                arg.get_help().is_some(),
+                "{} --{id} has no help",
+                command.get_name()
+            );
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Ctrl-C, for real: SIGINT to a process running `s5_gpt`.
+// ---------------------------------------------------------------------------------------------------
+
+/// Set in a child process of this test binary: the `s5_gpt` arguments it runs, one per line.
+const CHILD_ARGS: &str = "S5_CLI_CHILD_ARGS";
+
+/// Starts `s5_gpt ARGS…` in a new process: this test binary again, running [`cli::main`] in place of
+/// the test. Its stdout is piped to us.
+fn spawn_s5_gpt(test: &str, args: &[&str]) -> std::process::Child {
+    std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", test, "--nocapture", "--test-threads", "1"])
+        .env(CHILD_ARGS, args.join("\n"))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// In the child process, runs `s5_gpt` and exits with its status instead of returning to the test.
+fn run_if_child() {
+    if let Ok(args) = std::env::var(CHILD_ARGS) {
+        let argv = std::iter::once("s5_gpt").chain(args.lines());
+        std::process::exit(cli::main(argv.map(Into::into)).into());
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn ctrl_c_saves_a_checkpoint_that_resumes_bit_identically() {
+    use std::io::{BufRead, BufReader};
+    run_if_child();
+
+    let (whole, parts) = (scratch("ctrl_c_whole"), scratch("ctrl_c_parts"));
+    train_into(&whole, 400);
+
+    let args = ["train", "--save", path(&parts), "--max-steps", "400"];
+    let test = "ctrl_c_saves_a_checkpoint_that_resumes_bit_identically";
+    let mut child = spawn_s5_gpt(
+        test,
+        &[&args[..], &["--log-every", "20", "--quiet"]].concat(),
+    );
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut printed = vec![];
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        let started = line.starts_with("step 20:");
+        printed.push(line);
+        if started {
+            let pid = child.id().to_string();
+            let kill = std::process::Command::new("kill")
+                .args(["-INT", &pid])
+                .status()
+                .unwrap();
+            assert!(kill.success());
+            break;
+        }
+    }
+    printed.extend(lines.map(Result::unwrap));
+    let status = child.wait().unwrap();
+    let printed = printed.join("\n");
+    assert_eq!(status.code(), Some(cli::INTERRUPTED.into()), "{printed}");
+    assert!(printed.contains("interrupted after step"), "{printed}");
+    assert!(
+        printed.contains("continue with: s5_gpt train --resume"),
+        "{printed}"
+    );
+    let stopped_at = checkpoint::load(&parts).unwrap().config.step;
+    assert!(
+        (21..400).contains(&stopped_at),
+        "stopped after step {stopped_at}"
+    );
+
+    ok(&[
+        "train",
+        "--resume",
+        path(&parts),
+        "--max-steps",
+        "400",
+        "--quiet",
+    ]);
+    for file in [MODEL_FILE, OPTIMIZER_FILE, "config.json"] {
+        assert!(
+            bytes(&whole, file) == bytes(&parts, file),
+            "{file} differs after Ctrl-C and resume"
+        );
+    }
+}
