@@ -60,6 +60,8 @@ pub mod book {
     pub struct S4Multihead;
     #[doc = include_str!("../book/src/s5_gpt.md")]
     pub struct S5Gpt;
+    #[doc = include_str!("../book/src/s5_tool.md")]
+    pub struct S5Tool;
     #[doc = include_str!("../book/src/appendix_numbers.md")]
     pub struct AppendixNumbers;
     #[doc = include_str!("../book/src/appendix_determinism.md")]
