@@ -393,7 +393,7 @@ fn train_steps(
     stop: &AtomicBool,
 ) -> Result<Outcome, Error> {
     let start = trainer.losses.len();
-    let mut progress = Progress::new("train", start, trainer.steps, !args.run.quiet);
+    let mut progress = Progress::new("train", "steps", (start, trainer.steps), !args.run.quiet);
     let mut since = (Instant::now(), start);
     while trainer.losses.len() < trainer.steps {
         if stop.load(Ordering::Relaxed) {

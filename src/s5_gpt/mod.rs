@@ -144,7 +144,7 @@ fn run_in_pool<W: Write>(out: &mut W, cfg: &Config) -> Result<Report, Error> {
     check_prompt(&trainer.dataset, &cfg.prompt)?; // now, not after two minutes of training
     describe(out, &mut trainer)?;
 
-    let mut progress = Progress::new("train", 0, trainer.steps, cfg.progress);
+    let mut progress = Progress::new("train", "steps", (0, trainer.steps), cfg.progress);
     while trainer.losses.len() < trainer.steps {
         let s = trainer.losses.len();
         let loss = trainer.step()?;
@@ -202,7 +202,7 @@ pub(crate) fn describe(out: &mut impl Write, trainer: &mut Trainer) -> Result<()
 /// The test loss, with a progress bar over the test batches.
 pub(crate) fn evaluate(trainer: &mut Trainer, progress: bool) -> TestResult {
     let batches = trainer.dataset.len(Split::Test);
-    let mut bar = Progress::new("test", 0, batches, progress);
+    let mut bar = Progress::new("test", "batches", (0, batches), progress);
     let result = trainer.test(|| bar.step(None));
     bar.finish();
     result

@@ -1,7 +1,7 @@
 //! Progress on stderr while stage 5 trains or evaluates: a bar with the step, the smoothed loss, steps per
 //! second and the time left. It is drawn only when stderr is a terminal, so logs and pipes stay clean.
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 
 /// How much of the smoothed loss each new step replaces: an average over roughly the last 100 steps.
 const SMOOTHING: f64 = 0.01;
@@ -13,20 +13,28 @@ pub struct Progress {
 
 impl Progress {
     /// A bar named `what` for `total` steps of which `done` are behind us; hidden unless `visible`.
-    pub fn new(what: &'static str, done: usize, total: usize, visible: bool) -> Self {
+    /// `unit` names a step in the rate ("steps", "batches").
+    pub fn new(what: &str, unit: &str, (done, total): (usize, usize), visible: bool) -> Self {
         let target = if visible {
             ProgressDrawTarget::stderr()
         } else {
             ProgressDrawTarget::hidden()
         };
-        let style = ProgressStyle::with_template(
-            "{prefix} [{bar:30}] {pos}/{len} {msg} {per_sec:.0} ETA {eta}",
-        )
-        .expect("the template is valid")
-        .progress_chars("=> ");
+        let template = format!(
+            "{{prefix}} [{{bar:30}}] {{pos}}/{{len}}, {{rate}} {unit}/s, ETA {{eta}}  {{msg}}"
+        );
+        let style = ProgressStyle::with_template(&template)
+            .expect("the template is valid")
+            .with_key(
+                "rate",
+                |state: &ProgressState, w: &mut dyn std::fmt::Write| {
+                    let _ = write!(w, "{:.0}", state.per_sec());
+                },
+            )
+            .progress_chars("=> ");
         let bar = ProgressBar::with_draw_target(Some(total as u64), target)
             .with_style(style)
-            .with_prefix(what)
+            .with_prefix(what.to_string())
             .with_position(done as u64);
         bar.reset_eta();
         Progress {
