@@ -291,6 +291,10 @@ fn bad_settings_are_named_with_their_fix() {
         (&["train", "--blocks", "1000"], "use 1 to 64"),
         (&["train", "--epochs", "0"], "--epochs 0"),
         (
+            &["train", "--threads", "100000"],
+            "use 0 (one per core) to 256",
+        ),
+        (
             &["train", "--lr", "0"],
             "--lr must be a positive number, got 0",
         ),

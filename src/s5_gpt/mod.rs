@@ -252,10 +252,18 @@ pub fn bench(cfg: &Config, warmup: usize, steps: usize) -> Result<Vec<Duration>,
     })?
 }
 
+/// More worker threads than any machine this crate runs on has cores.
+pub const MAX_THREADS: usize = 256;
+
 /// Runs `f` on a pool of `threads` workers (0: one per core); the kernels share their rows among them.
 ///
 /// The results are the same bits for every `threads`; only the speed changes.
 pub fn with_threads<T: Send>(threads: usize, f: impl FnOnce() -> T + Send) -> Result<T, Error> {
+    if threads > MAX_THREADS {
+        return Err(Error::Config(format!(
+            "--threads {threads} is out of range; use 0 (one per core) to {MAX_THREADS}"
+        )));
+    }
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .build()
