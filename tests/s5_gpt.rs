@@ -534,12 +534,17 @@ fn prompt_outside_the_vocabulary_fails_before_training() {
         prompt: "ROMEO: ¿".to_string(),
         ..Config::default()
     };
-    let err = Trainer::new(&cfg).unwrap_err();
+    let mut out = Vec::new();
+    let err = s5_gpt::run(&mut out, &cfg).unwrap_err();
     assert!(
         matches!(&err, Error::PromptCharacters { chars } if chars == &['¿']),
         "{err}"
     );
     assert!(!err.to_string().contains('\n'));
+    assert!(
+        out.is_empty(),
+        "stopped before the first line of the report"
+    );
 }
 
 #[test]

@@ -236,15 +236,15 @@ pub enum Outcome {
     Interrupted,
 }
 
-/// The model and training flags a resumed run takes from its checkpoint.
-const MODEL_FLAGS: [&str; 7] = [
-    "epochs",
-    "batch_size",
-    "context_size",
-    "embedding_size",
-    "blocks",
-    "lr",
-    "seed",
+/// The model and training flags a resumed run takes from its checkpoint: clap's id, and the flag.
+const MODEL_FLAGS: [(&str, &str); 7] = [
+    ("epochs", "--epochs"),
+    ("batch_size", "--batch-size"),
+    ("context_size", "--context-size"),
+    ("embedding_size", "--embedding-size"),
+    ("blocks", "--blocks"),
+    ("lr", "--lr"),
+    ("seed", "--seed"),
 ];
 
 impl Cli {
@@ -257,12 +257,9 @@ impl Cli {
         if let (Some(Command::Train(train)), Some(("train", m))) =
             (&mut cli.command, matches.subcommand())
         {
-            let given = |id: &&&str| m.value_source(id) == Some(ValueSource::CommandLine);
-            train.given = MODEL_FLAGS
-                .iter()
-                .filter(given)
-                .map(|s| s.to_string())
-                .collect();
+            let given = |id: &&str| m.value_source(id) == Some(ValueSource::CommandLine);
+            let ids = MODEL_FLAGS.iter().map(|(id, _)| *id);
+            train.given = ids.filter(given).map(String::from).collect();
         }
         Ok(cli)
     }
@@ -437,6 +434,7 @@ fn resume_config(args: &TrainArgs, saved: &Checkpoint) -> Result<Config, Error> 
         progress: given.progress,
         ..saved.config.run_config()
     };
+    // In MODEL_FLAGS's order.
     let values = |c: &Config| {
         [
             c.epochs.to_string(),
@@ -448,30 +446,17 @@ fn resume_config(args: &TrainArgs, saved: &Checkpoint) -> Result<Config, Error> 
             c.seed.to_string(),
         ]
     };
-    let (flags, mine) = (values(&given), values(&cfg));
-    for ((id, flag_value), saved_value) in MODEL_FLAGS.iter().zip(flags).zip(mine) {
-        if args.given.iter().any(|g| g == id) && flag_value != saved_value {
+    let flags = MODEL_FLAGS.iter().zip(values(&given)).zip(values(&cfg));
+    for ((&(id, flag), given_value), saved_value) in flags {
+        if args.given.iter().any(|g| g == id) && given_value != saved_value {
             return Err(Error::ResumeMismatch {
-                flag: flag_name(id),
-                given: flag_value,
+                flag,
+                given: given_value,
                 saved: saved_value,
             });
         }
     }
     Ok(cfg)
-}
-
-/// `batch_size` → `--batch-size`.
-fn flag_name(id: &str) -> &'static str {
-    match id {
-        "epochs" => "--epochs",
-        "batch_size" => "--batch-size",
-        "context_size" => "--context-size",
-        "embedding_size" => "--embedding-size",
-        "blocks" => "--blocks",
-        "lr" => "--lr",
-        _ => "--seed",
-    }
 }
 
 /// A checkpoint only makes sense on the text it was trained on: the same characters, in the same order.
