@@ -173,6 +173,22 @@ fn a_resumed_run_ends_bit_identical_to_an_uninterrupted_one() {
 }
 
 #[test]
+fn a_checkpoint_is_not_overwritten_by_another_run() {
+    let dir = scratch("keep");
+    train_into(&dir, 3);
+    let before = bytes(&dir, MODEL_FILE);
+    let msg = fails(&["train", "--save", path(&dir), "--max-steps", "5", "--quiet"]);
+    assert!(
+        msg.contains("already holds a checkpoint") && msg.contains("--overwrite"),
+        "{msg}"
+    );
+    assert!(bytes(&dir, MODEL_FILE) == before, "the checkpoint is kept");
+    let args = ["train", "--save", path(&dir), "--max-steps", "5", "--quiet"];
+    ok(&[&args[..], &["--overwrite"]].concat());
+    assert_eq!(checkpoint::load(&dir).unwrap().config.step, 5);
+}
+
+#[test]
 fn save_every_writes_checkpoints_along_the_way() {
     let dir = scratch("save_every");
     let args = [

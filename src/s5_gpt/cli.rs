@@ -133,6 +133,9 @@ pub struct TrainArgs {
     /// training flags then come from DIR's config.json
     #[arg(long, value_name = "DIR", help_heading = "Checkpoints")]
     pub resume: Option<PathBuf>,
+    /// Replace a checkpoint already in the --save folder (otherwise that is refused, to keep it)
+    #[arg(long, help_heading = "Checkpoints")]
+    pub overwrite: bool,
     /// Also save every N steps (0: only at the end and on Ctrl-C)
     #[arg(
         long,
@@ -355,6 +358,10 @@ fn train(
     warn_about_corpus(&cfg.data);
     let save = args.save.clone().or(args.resume.clone());
     if let Some(dir) = &save {
+        let continuing = args.resume.as_ref() == Some(dir);
+        if dir.join(checkpoint::CONFIG_FILE).exists() && !continuing && !args.overwrite {
+            return Err(Error::CheckpointExists { dir: dir.clone() });
+        }
         // A folder that cannot be made fails now, not after training.
         std::fs::create_dir_all(dir).map_err(|source| Error::Write {
             path: dir.clone(),

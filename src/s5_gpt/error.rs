@@ -39,6 +39,9 @@ pub enum Error {
     #[error("checkpoint folder {} not found; train one with `s5_gpt train --save {}`, or check the path", dir.display(), dir.display())]
     CheckpointMissing { dir: PathBuf },
 
+    #[error("{} already holds a checkpoint; continue it with --resume {}, add --overwrite to replace it, or choose another --save folder", dir.display(), dir.display())]
+    CheckpointExists { dir: PathBuf },
+
     #[error("checkpoint file {} cannot be used ({why}); save the checkpoint again with `s5_gpt train --save`", path.display())]
     CheckpointFile { path: PathBuf, why: String },
 
