@@ -356,18 +356,7 @@ fn train(
         None => None,
     };
     warn_about_corpus(&cfg.data);
-    let save = args.save.clone().or(args.resume.clone());
-    if let Some(dir) = &save {
-        let continuing = args.resume.as_ref() == Some(dir);
-        if dir.join(checkpoint::CONFIG_FILE).exists() && !continuing && !args.overwrite {
-            return Err(Error::CheckpointExists { dir: dir.clone() });
-        }
-        // A folder that cannot be made fails now, not after training.
-        std::fs::create_dir_all(dir).map_err(|source| Error::Write {
-            path: dir.clone(),
-            source,
-        })?;
-    }
+    let save = save_folder(&args)?;
     with_threads(cfg.threads, || {
         let mut trainer = Trainer::new(&cfg)?;
         if let Some(saved) = &resumed {
@@ -385,6 +374,23 @@ fn train(
         report_end(out, &trainer, save.as_ref(), outcome)?;
         Ok(outcome)
     })?
+}
+
+/// Where `train` saves: `--save`, or else the `--resume` folder. The folder is made now (so that a bad path
+/// fails before training), and one holding another run's checkpoint is refused unless `--overwrite`.
+fn save_folder(args: &TrainArgs) -> Result<Option<PathBuf>, Error> {
+    let Some(dir) = args.save.as_ref().or(args.resume.as_ref()) else {
+        return Ok(None);
+    };
+    let continuing = args.resume.as_ref() == Some(dir);
+    if dir.join(checkpoint::CONFIG_FILE).exists() && !continuing && !args.overwrite {
+        return Err(Error::CheckpointExists { dir: dir.clone() });
+    }
+    std::fs::create_dir_all(dir).map_err(|source| Error::Write {
+        path: dir.clone(),
+        source,
+    })?;
+    Ok(Some(dir.clone()))
 }
 
 /// The training loop of `train`: a progress bar, a log line every `--log-every` steps, a checkpoint every
