@@ -10,6 +10,10 @@
 //! so one tape serves every training step, and the optimiser updates them in place.
 //!
 //! Each operation's forward pass and its gradient live side by side in [`super::ops`].
+//!
+//! The graph is the same at every step, so the buffers of one step's nodes are kept in a [`Spare`] store
+//! when the tape is reset and handed out again to the next step's nodes: after the first step, training
+//! allocates no memory.
 
 use super::ops::Op;
 
@@ -61,6 +65,8 @@ pub struct Tape {
     ops: Vec<Op>,
     /// How many nodes at the start are parameters.
     params: usize,
+    /// Buffers of earlier steps' nodes, for the next nodes to reuse.
+    pub(super) spare: Spare,
 }
 
 impl Tape {
@@ -102,16 +108,25 @@ impl Tape {
         (!g.is_empty()).then_some(g.as_slice())
     }
 
-    /// Drops every node after the parameters: the next forward pass starts from a clean tape.
+    /// Drops every node after the parameters: the next forward pass starts from a clean tape. Their
+    /// buffers go to the spare store.
     pub fn reset(&mut self) {
-        self.values.truncate(self.params);
-        self.grads.truncate(self.params);
-        self.ops.truncate(self.params);
+        for value in self.values.drain(self.params..) {
+            self.spare.put(value.data);
+        }
+        for grad in self.grads.drain(self.params..) {
+            self.spare.put(grad);
+        }
+        for op in self.ops.drain(self.params..) {
+            op.recycle(&mut self.spare);
+        }
     }
 
     /// `optimizer.zero_grad()`: every parameter's gradient becomes zero.
     pub fn zero_grad(&mut self) {
-        self.grads.iter_mut().for_each(Vec::clear);
+        for grad in &mut self.grads {
+            self.spare.put(std::mem::take(grad));
+        }
     }
 
     /// The parameters' values and gradients, in the order they were added.
@@ -137,34 +152,98 @@ impl Tape {
             "seed gradient has the wrong size"
         );
         self.grads[output.0] = grad;
+        let mut grads = Grads {
+            of: &mut self.grads,
+            spare: &mut self.spare,
+        };
         for i in (self.params..=output.0).rev() {
             // Gradients flow to earlier nodes only, so node i's own gradient is complete here.
-            if self.grads[i].is_empty() {
+            if grads.of[i].is_empty() {
                 continue;
             }
-            let g = std::mem::take(&mut self.grads[i]);
-            self.ops[i].backward(&g, &self.values[i], &self.values, &mut self.grads);
-            self.grads[i] = g;
+            let g = std::mem::take(&mut grads.of[i]);
+            self.ops[i].backward(&g, &self.values[i], &self.values, &mut grads);
+            grads.of[i] = g;
         }
     }
     // ANCHOR_END: backward
 }
 
-/// `x.grad += contribution`. The first contribution is moved in; later ones are added in float32.
-pub(super) fn accumulate(grads: &mut [Vec<f32>], id: NodeId, contribution: Vec<f32>) {
-    let g = &mut grads[id.0];
-    if g.is_empty() {
-        *g = contribution;
-    } else {
-        g.iter_mut().zip(&contribution).for_each(|(g, c)| *g += c);
+/// What a gradient function writes to: the gradients of the nodes, and spare buffers to build them in.
+pub(super) struct Grads<'a> {
+    of: &'a mut [Vec<f32>],
+    pub spare: &'a mut Spare,
+}
+
+impl Grads<'_> {
+    /// `x.grad += contribution`. The first contribution is moved in; later ones are added in float32.
+    pub fn add(&mut self, id: NodeId, mut contribution: Vec<f32>) {
+        let g = &mut self.of[id.0];
+        if g.is_empty() {
+            std::mem::swap(g, &mut contribution);
+        } else {
+            g.iter_mut().zip(&contribution).for_each(|(g, c)| *g += c);
+        }
+        self.spare.put(contribution);
+    }
+
+    /// The gradient of `id` as a mutable buffer, zero-filled on first use (for scatter-adds).
+    pub fn buffer(&mut self, id: NodeId, len: usize) -> &mut [f32] {
+        let g = &mut self.of[id.0];
+        if g.is_empty() {
+            *g = self.spare.zeros(len);
+        }
+        g
     }
 }
 
-/// The gradient of `id` as a mutable buffer, zero-filled on first use (for scatter-adds).
-pub(super) fn grad_buffer(grads: &mut [Vec<f32>], id: NodeId, len: usize) -> &mut [f32] {
-    let g = &mut grads[id.0];
-    if g.is_empty() {
-        g.resize(len, 0.0);
+/// Buffers that finished nodes gave back, to be handed out again. The graph is the same at every step,
+/// so each request finds a buffer of exactly its size after the first step.
+#[derive(Debug, Default)]
+pub(super) struct Spare {
+    f32s: Vec<Vec<f32>>,
+    f64s: Vec<Vec<f64>>,
+}
+
+impl Spare {
+    /// Keeps `buffer` for later (an empty one is dropped).
+    pub fn put(&mut self, buffer: Vec<f32>) {
+        if buffer.capacity() > 0 {
+            self.f32s.push(buffer);
+        }
     }
-    g
+
+    pub fn put_f64(&mut self, buffer: Vec<f64>) {
+        if buffer.capacity() > 0 {
+            self.f64s.push(buffer);
+        }
+    }
+
+    /// A buffer of `len` values that still hold an earlier step's numbers: the caller must overwrite
+    /// every one. Skipping the zero-fill saves a pass over memory per node.
+    pub fn take(&mut self, len: usize) -> Vec<f32> {
+        take_fitting(&mut self.f32s, len)
+    }
+
+    /// Like [`take`](Self::take), for float64.
+    pub fn take_f64(&mut self, len: usize) -> Vec<f64> {
+        take_fitting(&mut self.f64s, len)
+    }
+
+    /// A buffer of `len` zeros.
+    pub fn zeros(&mut self, len: usize) -> Vec<f32> {
+        let mut buffer = self.take(len);
+        buffer.fill(0.0);
+        buffer
+    }
+}
+
+/// Removes the smallest buffer that holds `len` values from `store` (or makes one) and sets its length.
+fn take_fitting<T: Copy + Default>(store: &mut Vec<Vec<T>>, len: usize) -> Vec<T> {
+    let best = (0..store.len())
+        .filter(|&i| store[i].capacity() >= len)
+        .min_by_key(|&i| store[i].capacity());
+    let mut buffer = best.map_or_else(Vec::new, |i| store.swap_remove(i));
+    buffer.resize(len, T::default());
+    buffer
 }
