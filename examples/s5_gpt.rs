@@ -91,12 +91,6 @@ fn main() -> ExitCode {
 }
 
 fn bench(cfg: &Config, steps: usize) -> Result<(), s5_gpt::Error> {
-    let mut times = s5_gpt::bench(cfg, 20, steps.max(1))?;
-    times.sort();
-    let median = times[times.len() / 2].as_secs_f64() * 1e3;
-    println!(
-        "median {median:.3} ms per training step over {} steps",
-        times.len()
-    );
+    print!("{}", s5_gpt::bench::run(cfg, 20, steps)?);
     Ok(())
 }

@@ -308,23 +308,30 @@ pub fn transpose(src: &[f32], rows: usize, cols: usize) -> Vec<f32> {
 /// two halves (a multiple of 8 on the left). Fewer than 8 values are added in order. Checked against
 /// NumPy 2.4 for lengths 1 to 20,000 and for rows of 2-D arrays (`axis=-1`).
 pub fn pairwise_sum(a: &[f32]) -> f32 {
+    pairwise_sum_by(a, |x| x)
+}
+
+/// [`pairwise_sum`] of `f(x)` for each `x` of `a`, without storing the `f(x)` first; e.g. Σx² for
+/// `np.sum(g ** 2)`.
+#[inline(always)]
+pub fn pairwise_sum_by(a: &[f32], f: impl Fn(f32) -> f32 + Copy) -> f32 {
     let n = a.len();
     if n < 8 {
-        a.iter().fold(0.0, |s, &x| s + x)
+        a.iter().fold(0.0, |s, &x| s + f(x))
     } else if n <= 128 {
-        let mut r: [f32; 8] = a[..8].try_into().unwrap();
+        let mut r: [f32; 8] = std::array::from_fn(|j| f(a[j]));
         let whole = n - n % 8;
         for block in a[8..whole].chunks_exact(8) {
             for (rj, &x) in r.iter_mut().zip(block) {
-                *rj += x;
+                *rj += f(x);
             }
         }
         let head = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
-        a[whole..].iter().fold(head, |s, &x| s + x)
+        a[whole..].iter().fold(head, |s, &x| s + f(x))
     } else {
         let half = n / 2;
         let half = half - half % 8;
-        pairwise_sum(&a[..half]) + pairwise_sum(&a[half..])
+        pairwise_sum_by(&a[..half], f) + pairwise_sum_by(&a[half..], f)
     }
 }
 

@@ -36,6 +36,7 @@
 //! Everything is deterministic: the same bits on every machine and at every thread count (see
 //! [`kernels`]).
 
+pub mod bench;
 pub mod data;
 pub mod error;
 pub mod generate;

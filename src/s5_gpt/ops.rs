@@ -9,6 +9,7 @@
 //! float64 and rounds back (GELU with its float64 constant √(2/π)); sums along a row use NumPy's
 //! [`pairwise_sum`]. Shapes use B batch, T tokens, C channels, V vocabulary, N = B·T rows.
 
+use super::bench::Part;
 use super::kernels::{self, Strided, matmul, matmul_batched, pairwise_sum};
 use super::tape::{Grads, NodeId, Spare, Tape, Tensor};
 use rayon::prelude::*;
@@ -79,6 +80,17 @@ impl Op {
                 targets,
                 softmax,
             } => cross_entropy_backward(g[0], *logits, targets, softmax, grads),
+        }
+    }
+
+    /// The part of a training step this op counts towards in [`super::bench`]'s breakdown.
+    pub(super) fn part(&self) -> Part {
+        match self {
+            Op::MatMul { .. } | Op::Linear { .. } => Part::Products,
+            Op::Scale { .. } | Op::Tril { .. } | Op::Softmax { .. } => Part::Softmax,
+            Op::Gelu { .. } => Part::Gelu,
+            Op::CrossEntropy { .. } => Part::Loss,
+            Op::Leaf | Op::Embedding { .. } | Op::Add { .. } | Op::Transpose { .. } => Part::Rest,
         }
     }
 
@@ -394,17 +406,40 @@ impl Tape {
         let blocks = out.par_chunks_mut(block).zip(tanh.par_chunks_mut(block));
         blocks
             .zip(xv.data.par_chunks(block))
-            .for_each(|((out, tanh), x)| {
-                kernels::vectorised(|| {
-                    for ((o, t), &x) in out.iter_mut().zip(tanh).zip(x) {
-                        let cube = (f64::from(x) * f64::from(x) * f64::from(x)) as f32; // x ** 3
-                        *t = kernels::tanh(c * f64::from(x + 0.044715f32 * cube));
-                        *o = (f64::from(0.5f32 * x) * (1.0 + *t)) as f32;
-                    }
-                })
-            });
+            .for_each(|((out, tanh), x)| kernels::vectorised(|| gelu_block(out, tanh, x, c)));
         let out = Tensor::new(&xv.shape, out); // (B, T, 4C)
         self.push(out, Op::Gelu { x, tanh })
+    }
+}
+
+/// Elements GELU works on at once: four independent AVX2 vectors of float64 in flight, so that the long
+/// chain of dependent operations in each tanh does not leave the processor waiting.
+const LANES: usize = 16;
+
+/// GELU of one block of elements; `tanh` gets each element's tanh.
+#[inline(always)]
+fn gelu_block(out: &mut [f32], tanh: &mut [f64], x: &[f32], c: f64) {
+    let mut chunks = out.chunks_mut(LANES).zip(tanh.chunks_mut(LANES)).zip(x.chunks(LANES));
+    let arg = |x: f32| {
+        let cube = (f64::from(x) * f64::from(x) * f64::from(x)) as f32; // x ** 3
+        c * f64::from(x + 0.044715f32 * cube)
+    };
+    let gelu = |x: f32, t: f64| (f64::from(0.5f32 * x) * (1.0 + t)) as f32;
+    for ((out, tanh), x) in &mut chunks {
+        if let (Ok(out), Ok(tanh), Ok(x)) = (
+            <&mut [f32; LANES]>::try_from(&mut *out),
+            <&mut [f64; LANES]>::try_from(&mut *tanh),
+            <&[f32; LANES]>::try_from(x),
+        ) {
+            let args: [f64; LANES] = std::array::from_fn(|l| arg(x[l]));
+            *tanh = args.map(kernels::tanh);
+            *out = std::array::from_fn(|l| gelu(x[l], tanh[l]));
+        } else {
+            for ((o, t), &x) in out.iter_mut().zip(tanh).zip(x) {
+                *t = kernels::tanh(arg(x));
+                *o = gelu(x, *t);
+            }
+        }
     }
 }
 

@@ -4,7 +4,7 @@
 //! rounded to float32 before use, and the few quantities the tutorial computes in Python doubles (bias
 //! corrections, the gradient norm, the clip scale, the learning rate) are float64 here too.
 
-use super::kernels::pairwise_sum;
+use super::kernels::{self, pairwise_sum_by};
 use super::tape::Tensor;
 
 // ANCHOR: adamw
@@ -62,15 +62,11 @@ impl AdamW {
             .zip(&mut self.m)
             .zip(&mut self.v)
         {
+            // An empty gradient is zeros: with g = 0 the moments still decay and the weights still move.
+            let zeros = [0.0].repeat(if g.is_empty() { p.data.len() } else { 0 });
+            let g = if g.is_empty() { &zeros } else { g };
             let decay = p.ndim() >= 2; // weights and embeddings, not biases
-            let zeros;
-            let g = if g.is_empty() {
-                zeros = vec![0.0; p.data.len()];
-                &zeros
-            } else {
-                g
-            };
-            for (((w, &g), m), v) in p.data.iter_mut().zip(g).zip(m.iter_mut()).zip(v.iter_mut()) {
+            let update = |(((w, &g), m), v): (((&mut f32, &f32), &mut f32), &mut f32)| {
                 *m = b1 * *m + one_b1 * g;
                 *v = b2 * *v + one_b2 * (g * g);
                 let (m_hat, v_hat) = (*m / c1, *v / c2);
@@ -78,7 +74,12 @@ impl AdamW {
                     *w -= *w * wd * lr;
                 }
                 *w -= lr * m_hat / (v_hat.sqrt() + eps);
-            }
+            };
+            // Each element's operations are correctly rounded IEEE ones, so SIMD lanes give the same bits.
+            kernels::vectorised(|| {
+                let elements = p.data.iter_mut().zip(g).zip(m.iter_mut()).zip(v.iter_mut());
+                elements.for_each(update)
+            });
         }
     }
 }
@@ -91,18 +92,15 @@ impl AdamW {
 /// Each tensor's Σg² is a float32 NumPy sum; the running total, the square root and the scale are
 /// Python doubles, and `grad *= scale` multiplies in float64 and rounds back to float32.
 pub fn clip_grad_norm(grads: &mut [Vec<f32>], max_norm: f64) -> f64 {
-    let mut squares = Vec::new();
     let mut total = 0.0f64;
     for g in grads.iter() {
-        squares.clear();
-        squares.extend(g.iter().map(|x| x * x));
-        total += f64::from(pairwise_sum(&squares));
+        total += f64::from(kernels::vectorised(|| pairwise_sum_by(g, |x| x * x)));
     }
     let norm = total.sqrt();
     if norm > max_norm && max_norm > 0.0 {
         let scale = max_norm / (norm + 1e-6);
-        for x in grads.iter_mut().flatten() {
-            *x = (f64::from(*x) * scale) as f32;
+        for g in grads.iter_mut() {
+            kernels::vectorised(|| g.iter_mut().for_each(|x| *x = (f64::from(*x) * scale) as f32));
         }
     }
     norm

@@ -15,7 +15,9 @@
 //! when the tape is reset and handed out again to the next step's nodes: after the first step, training
 //! allocates no memory.
 
+use super::bench;
 use super::ops::Op;
+use std::time::Instant;
 
 /// An n-dimensional float32 array in row-major order: the tutorial's `Tensor.data` (DTYPE = float32).
 #[derive(Clone, Debug, PartialEq)]
@@ -67,6 +69,8 @@ pub struct Tape {
     params: usize,
     /// Buffers of earlier steps' nodes, for the next nodes to reuse.
     pub(super) spare: Spare,
+    /// When the last node was pushed, while the per-part timers of [`super::bench`] are on.
+    last_push: Option<Instant>,
 }
 
 impl Tape {
@@ -92,6 +96,14 @@ impl Tape {
 
     /// Appends an operation's output. Used by the operations in [`super::ops`].
     pub(super) fn push(&mut self, value: Tensor, op: Op) -> NodeId {
+        if bench::timing() {
+            // The time since the last node went into computing this one.
+            let now = Instant::now();
+            if let Some(last) = self.last_push {
+                bench::charge(op.part(), now - last);
+            }
+            self.last_push = Some(now);
+        }
         self.values.push(value);
         self.grads.push(Vec::new());
         self.ops.push(op);
@@ -120,6 +132,7 @@ impl Tape {
         for op in self.ops.drain(self.params..) {
             op.recycle(&mut self.spare);
         }
+        self.last_push = bench::timing().then(Instant::now);
     }
 
     /// `optimizer.zero_grad()`: every parameter's gradient becomes zero.
@@ -162,7 +175,10 @@ impl Tape {
                 continue;
             }
             let g = std::mem::take(&mut grads.of[i]);
-            self.ops[i].backward(&g, &self.values[i], &self.values, &mut grads);
+            let op = &self.ops[i];
+            bench::timed(op.part(), || {
+                op.backward(&g, &self.values[i], &self.values, &mut grads)
+            });
             grads.of[i] = g;
         }
     }
