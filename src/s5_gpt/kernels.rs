@@ -276,6 +276,10 @@ fn tile<const R: usize>(
 // ANCHOR_END: matmul
 /// Runs an elementwise loop compiled for AVX2 when the CPU has it. Elementwise work gives the same bits at
 /// any vector width (each lane does one element's operations in order), so this only changes the speed.
+///
+/// Only code inlined into the AVX2 function below is compiled for AVX2, so callers mark the closure
+/// `#[inline(always)]` and keep its loops inside it: a large closure left to the inliner's judgement, or a
+/// helper it calls that is not inlined, runs as plain SSE2 code.
 #[inline(always)]
 pub fn vectorised<R>(f: impl FnOnce() -> R) -> R {
     #[cfg(target_arch = "x86_64")]

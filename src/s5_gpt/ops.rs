@@ -406,7 +406,7 @@ impl Tape {
         let blocks = out.par_chunks_mut(block).zip(tanh.par_chunks_mut(block));
         blocks
             .zip(xv.data.par_chunks(block))
-            .for_each(|((out, tanh), x)| kernels::vectorised(|| gelu_block(out, tanh, x, c)));
+            .for_each(|((out, tanh), x)| kernels::vectorised(#[inline(always)] || gelu_block(out, tanh, x, c)));
         let out = Tensor::new(&xv.shape, out); // (B, T, 4C)
         self.push(out, Op::Gelu { x, tanh })
     }
@@ -431,9 +431,12 @@ fn gelu_block(out: &mut [f32], tanh: &mut [f64], x: &[f32], c: f64) {
             <&mut [f64; LANES]>::try_from(&mut *tanh),
             <&[f32; LANES]>::try_from(x),
         ) {
-            let args: [f64; LANES] = std::array::from_fn(|l| arg(x[l]));
-            *tanh = args.map(kernels::tanh);
-            *out = std::array::from_fn(|l| gelu(x[l], tanh[l]));
+            for l in 0..LANES {
+                tanh[l] = kernels::tanh(arg(x[l]));
+            }
+            for l in 0..LANES {
+                out[l] = gelu(x[l], tanh[l]);
+            }
         } else {
             for ((o, t), &x) in out.iter_mut().zip(tanh).zip(x) {
                 *t = kernels::tanh(arg(x));
@@ -452,7 +455,7 @@ fn gelu_backward(g: &[f32], x: NodeId, xv: &Tensor, tanh: &[f64], grads: &mut Gr
     let blocks = dx.par_chunks_mut(block).zip(xv.data.par_chunks(block));
     let blocks = blocks.zip(tanh.par_chunks(block)).zip(g.par_chunks(block));
     blocks.for_each(|(((dx, x), tanh), g)| {
-        kernels::vectorised(|| {
+        kernels::vectorised(#[inline(always)] || {
             for (((dx, &x), &t), &g) in dx.iter_mut().zip(x).zip(tanh).zip(g) {
                 let slope = f64::from(1.0f32 + k * (x * x));
                 let d = 0.5 * (1.0 + t) + f64::from(0.5f32 * x) * (1.0 - t * t) * c * slope;

@@ -66,20 +66,23 @@ impl AdamW {
             let zeros = [0.0].repeat(if g.is_empty() { p.data.len() } else { 0 });
             let g = if g.is_empty() { &zeros } else { g };
             let decay = p.ndim() >= 2; // weights and embeddings, not biases
-            let update = |(((w, &g), m), v): (((&mut f32, &f32), &mut f32), &mut f32)| {
-                *m = b1 * *m + one_b1 * g;
-                *v = b2 * *v + one_b2 * (g * g);
-                let (m_hat, v_hat) = (*m / c1, *v / c2);
-                if decay {
-                    *w -= *w * wd * lr;
-                }
-                *w -= lr * m_hat / (v_hat.sqrt() + eps);
-            };
             // Each element's operations are correctly rounded IEEE ones, so SIMD lanes give the same bits.
-            kernels::vectorised(|| {
-                let elements = p.data.iter_mut().zip(g).zip(m.iter_mut()).zip(v.iter_mut());
-                elements.for_each(update)
-            });
+            // `move` copies the scalars into the closure, so the compiler keeps them in registers.
+            kernels::vectorised(
+                #[inline(always)]
+                move || {
+                    let elements = p.data.iter_mut().zip(g).zip(m.iter_mut()).zip(v.iter_mut());
+                    for (((w, &g), m), v) in elements {
+                        *m = b1 * *m + one_b1 * g;
+                        *v = b2 * *v + one_b2 * (g * g);
+                        let (m_hat, v_hat) = (*m / c1, *v / c2);
+                        if decay {
+                            *w -= *w * wd * lr;
+                        }
+                        *w -= lr * m_hat / (v_hat.sqrt() + eps);
+                    }
+                },
+            );
         }
     }
 }
@@ -94,13 +97,13 @@ impl AdamW {
 pub fn clip_grad_norm(grads: &mut [Vec<f32>], max_norm: f64) -> f64 {
     let mut total = 0.0f64;
     for g in grads.iter() {
-        total += f64::from(kernels::vectorised(|| pairwise_sum_by(g, |x| x * x)));
+        total += f64::from(kernels::vectorised(#[inline(always)] || pairwise_sum_by(g, |x| x * x)));
     }
     let norm = total.sqrt();
     if norm > max_norm && max_norm > 0.0 {
         let scale = max_norm / (norm + 1e-6);
         for g in grads.iter_mut() {
-            kernels::vectorised(|| g.iter_mut().for_each(|x| *x = (f64::from(*x) * scale) as f32));
+            kernels::vectorised(#[inline(always)] || g.iter_mut().for_each(|x| *x = (f64::from(*x) * scale) as f32));
         }
     }
     norm
