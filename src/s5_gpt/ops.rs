@@ -342,15 +342,23 @@ fn softmax_row(x: &[f32], out: &mut [f32]) {
     out.iter_mut().for_each(|o| *o /= sum);
 }
 
+/// [`softmax_row`] of every row of `x` (rows of `width`) into `out`, a band of rows per thread.
+fn softmax_rows(x: &[f32], out: &mut [f32], width: usize) {
+    let band = (x.len() / width).div_ceil(rayon::current_num_threads()) * width;
+    let bands = x.par_chunks(band).zip(out.par_chunks_mut(band));
+    bands.for_each(|(x, out)| {
+        for (x, o) in x.chunks_exact(width).zip(out.chunks_exact_mut(width)) {
+            softmax_row(x, o);
+        }
+    });
+}
+
 impl Tape {
     /// `Softmax(axis=-1)`: each row of the last axis becomes weights that sum to 1.
     pub fn softmax(&mut self, a: NodeId) -> NodeId {
         let mut out = self.spare.take(self.value(a).data.len());
         let av = self.value(a);
-        let c = av.last_dim();
-        for (x, o) in av.data.chunks_exact(c).zip(out.chunks_exact_mut(c)) {
-            softmax_row(x, o);
-        }
+        softmax_rows(&av.data, &mut out, av.last_dim());
         let out = Tensor::new(&av.shape, out); // (B, T, T)
         self.push(out, Op::Softmax { a })
     }
@@ -455,7 +463,7 @@ fn gelu_backward(g: &[f32], x: NodeId, xv: &Tensor, tanh: &[f64], grads: &mut Gr
     let blocks = dx.par_chunks_mut(block).zip(xv.data.par_chunks(block));
     let blocks = blocks.zip(tanh.par_chunks(block)).zip(g.par_chunks(block));
     blocks.for_each(|(((dx, x), tanh), g)| {
-        kernels::vectorised(#[inline(always)] || {
+        kernels::vectorised(#[inline(always)] move || {
             for (((dx, &x), &t), &g) in dx.iter_mut().zip(x).zip(tanh).zip(g) {
                 let slope = f64::from(1.0f32 + k * (x * x));
                 let d = 0.5 * (1.0 + t) + f64::from(0.5f32 * x) * (1.0 - t * t) * c * slope;
@@ -534,9 +542,7 @@ impl Tape {
             targets.len() * v,
             "one target per row of logits"
         );
-        for (x, s) in lv.data.chunks_exact(v).zip(softmax.chunks_exact_mut(v)) {
-            softmax_row(x, s);
-        }
+        softmax_rows(&lv.data, &mut softmax, v);
         for ((log, s), &y) in logs.iter_mut().zip(softmax.chunks_exact(v)).zip(targets) {
             *log = libm::logf(s[y].clamp(PROB_FLOOR, 1.0));
         }

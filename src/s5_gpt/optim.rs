@@ -6,6 +6,7 @@
 
 use super::kernels::{self, pairwise_sum_by};
 use super::tape::Tensor;
+use rayon::prelude::*;
 
 // ANCHOR: adamw
 /// AdamW with decoupled weight decay and one step counter shared by all parameters.
@@ -56,12 +57,10 @@ impl AdamW {
         let c1 = f(1.0 - libm::pow(self.beta1, f64::from(self.t)));
         let c2 = f(1.0 - libm::pow(self.beta2, f64::from(self.t)));
         let (lr, eps, wd) = (f(self.lr), f(self.eps), f(self.weight_decay));
-        for (((p, g), m), v) in params
-            .iter_mut()
-            .zip(grads)
-            .zip(&mut self.m)
-            .zip(&mut self.v)
-        {
+        // Tensors are independent, so the threads share them out; each element's arithmetic is the same
+        // wherever it runs.
+        let tensors = params.par_iter_mut().zip(grads).zip(&mut self.m).zip(&mut self.v);
+        tensors.for_each(|(((p, g), m), v)| {
             // An empty gradient is zeros: with g = 0 the moments still decay and the weights still move.
             let zeros = [0.0].repeat(if g.is_empty() { p.data.len() } else { 0 });
             let g = if g.is_empty() { &zeros } else { g };
@@ -83,7 +82,7 @@ impl AdamW {
                     }
                 },
             );
-        }
+        });
     }
 }
 // ANCHOR_END: adamw
@@ -95,16 +94,21 @@ impl AdamW {
 /// Each tensor's Σg² is a float32 NumPy sum; the running total, the square root and the scale are
 /// Python doubles, and `grad *= scale` multiplies in float64 and rounds back to float32.
 pub fn clip_grad_norm(grads: &mut [Vec<f32>], max_norm: f64) -> f64 {
-    let mut total = 0.0f64;
-    for g in grads.iter() {
-        total += f64::from(kernels::vectorised(#[inline(always)] || pairwise_sum_by(g, |x| x * x)));
-    }
+    // Each tensor's sum on any thread; the float64 total adds them in order.
+    let sums: Vec<f32> = grads
+        .par_iter()
+        .map(|g| kernels::vectorised(#[inline(always)] || pairwise_sum_by(g, |x| x * x)))
+        .collect();
+    let total = sums.iter().fold(0.0f64, |total, &s| total + f64::from(s));
     let norm = total.sqrt();
     if norm > max_norm && max_norm > 0.0 {
         let scale = max_norm / (norm + 1e-6);
-        for g in grads.iter_mut() {
-            kernels::vectorised(#[inline(always)] || g.iter_mut().for_each(|x| *x = (f64::from(*x) * scale) as f32));
-        }
+        grads.par_iter_mut().for_each(|g| {
+            kernels::vectorised(
+                #[inline(always)]
+                || g.iter_mut().for_each(|x| *x = (f64::from(*x) * scale) as f32),
+            )
+        });
     }
     norm
 }
