@@ -579,3 +579,18 @@ fn cross_entropy_backward(
     grads.add(logits, d);
 }
 // ANCHOR_END: cross_entropy
+
+#[cfg(test)]
+mod tests {
+    use super::EXP_ZERO_BELOW;
+
+    #[test]
+    fn expf_is_exactly_zero_below_the_cut() {
+        // Every float32 from just below the cut down to −∞ (bit patterns grow with the magnitude).
+        let first = EXP_ZERO_BELOW.to_bits() + 1;
+        for bits in first..=f32::NEG_INFINITY.to_bits() {
+            let e = libm::expf(f32::from_bits(bits));
+            assert_eq!(e.to_bits(), 0, "expf({}) = {e}", f32::from_bits(bits));
+        }
+    }
+}
