@@ -11,7 +11,8 @@
 //! * [`pairwise_sum`] is NumPy's float32 `np.sum` along a contiguous axis, replayed exactly.
 
 use rayon::prelude::*;
-use std::cell::RefCell;
+use std::cell::Cell;
+use std::thread::LocalKey;
 
 /// Output columns per SIMD tile: two AVX registers of f32.
 const NR: usize = 16;
@@ -64,9 +65,18 @@ impl<'a> Strided<'a> {
 
 thread_local! {
     /// The calling thread's copy of B in column panels, kept from product to product so none allocates.
-    static PACKED_B: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    static PACKED_B: Cell<Vec<f32>> = const { Cell::new(Vec::new()) };
     /// Each thread's copy of the A rows of the tile it works on.
-    static PACKED_A: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    static PACKED_A: Cell<Vec<f32>> = const { Cell::new(Vec::new()) };
+}
+
+/// Runs `f` with this thread's buffer from `slot`. The buffer is taken out for the call: while a thread
+/// waits for its helpers, rayon may give it another task, and a nested call then starts a buffer of its own.
+fn with_buffer<R>(slot: &'static LocalKey<Cell<Vec<f32>>>, f: impl FnOnce(&mut Vec<f32>) -> R) -> R {
+    let mut buffer = slot.take();
+    let result = f(&mut buffer);
+    slot.set(buffer);
+    result
 }
 
 /// `c (m×n) = a (m×k) · b (k×n)`, plus `bias` (n) on every row if given; `c` is row-major and overwritten.
@@ -84,7 +94,7 @@ pub fn matmul(
     if let Some(bias) = bias {
         assert_eq!(bias.len(), n, "matmul: one bias per column");
     }
-    PACKED_B.with_borrow_mut(|packed| {
+    with_buffer(&PACKED_B, |packed| {
         pack_b(packed, b, k, n);
         let threads = rayon::current_num_threads();
         if threads == 1 || m * k * n < PARALLEL_MIN_WORK || m <= MR {
@@ -122,7 +132,7 @@ pub fn matmul_batched(
     let item = |i: usize, c: &mut [f32]| {
         let a_i = view(&a[i * m * k..(i + 1) * m * k], m, k, a_transposed);
         let b_i = view(&b[i * k * n..(i + 1) * k * n], k, n, b_transposed);
-        PACKED_B.with_borrow_mut(|packed| {
+        with_buffer(&PACKED_B, |packed| {
             pack_b(packed, b_i, k, n);
             multiply_packed(c, a_i, packed, None, k, n);
         });
@@ -189,7 +199,7 @@ fn multiply_packed(
     k: usize,
     n: usize,
 ) {
-    PACKED_A.with_borrow_mut(|a_packed| {
+    with_buffer(&PACKED_A, |a_packed| {
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU supports AVX2, checked just above.
