@@ -72,7 +72,10 @@ thread_local! {
 
 /// Runs `f` with this thread's buffer from `slot`. The buffer is taken out for the call: while a thread
 /// waits for its helpers, rayon may give it another task, and a nested call then starts a buffer of its own.
-fn with_buffer<R>(slot: &'static LocalKey<Cell<Vec<f32>>>, f: impl FnOnce(&mut Vec<f32>) -> R) -> R {
+fn with_buffer<R>(
+    slot: &'static LocalKey<Cell<Vec<f32>>>,
+    f: impl FnOnce(&mut Vec<f32>) -> R,
+) -> R {
     let mut buffer = slot.take();
     let result = f(&mut buffer);
     slot.set(buffer);
@@ -139,7 +142,9 @@ pub fn matmul_batched(
     };
     let threads = rayon::current_num_threads();
     if threads == 1 || batch * m * k * n < PARALLEL_MIN_WORK {
-        c.chunks_mut(m * n).enumerate().for_each(|(i, c)| item(i, c));
+        c.chunks_mut(m * n)
+            .enumerate()
+            .for_each(|(i, c)| item(i, c));
     } else {
         let items_per_task = batch.div_ceil(threads);
         c.par_chunks_mut(items_per_task * m * n)
@@ -191,14 +196,7 @@ fn pack_a(packed: &mut Vec<f32>, a: Strided, rows: usize, k: usize) {
 
 /// One thread's share of [`matmul`], using AVX2 when the CPU has it. Both paths do the same operations in
 /// the same order, so they give the same bits.
-fn multiply_packed(
-    c: &mut [f32],
-    a: Strided,
-    b: &[f32],
-    bias: Option<&[f32]>,
-    k: usize,
-    n: usize,
-) {
+fn multiply_packed(c: &mut [f32], a: Strided, b: &[f32], bias: Option<&[f32]>, k: usize, n: usize) {
     with_buffer(&PACKED_A, |a_packed| {
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx2") {
@@ -433,9 +431,16 @@ mod tests {
             let want = naive(&a, &b, m, k, n);
             let (at, bt) = (transpose(&a, m, k), transpose(&b, k, n));
             let bias = values(n, 3);
-            let with_bias: Vec<f32> = want.iter().enumerate().map(|(i, c)| c + bias[i % n]).collect();
+            let with_bias: Vec<f32> = want
+                .iter()
+                .enumerate()
+                .map(|(i, c)| c + bias[i % n])
+                .collect();
             for threads in [1, 2] {
-                let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+                let pool = rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .build()
+                    .unwrap();
                 pool.install(|| {
                     let product = |a: Strided, b: Strided, bias| {
                         let mut c = vec![f32::NAN; m * n];

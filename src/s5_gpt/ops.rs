@@ -112,7 +112,11 @@ impl Tape {
         let mut out = self.spare.take(ids.len() * c);
         let t = self.value(table);
         for (&id, row) in ids.iter().zip(out.chunks_exact_mut(c)) {
-            assert!(id < t.shape[0], "token id {id} outside the table's {} rows", t.shape[0]);
+            assert!(
+                id < t.shape[0],
+                "token id {id} outside the table's {} rows",
+                t.shape[0]
+            );
             row.copy_from_slice(&t.data[id * c..(id + 1) * c]);
         }
         let out = Tensor::new(&[shape, &[c]].concat(), out); // (B, T, C)
@@ -151,7 +155,9 @@ impl Tape {
             bv.shape,
             av.shape
         );
-        let rows = out.chunks_exact_mut(bv.data.len()).zip(av.data.chunks_exact(bv.data.len()));
+        let rows = out
+            .chunks_exact_mut(bv.data.len())
+            .zip(av.data.chunks_exact(bv.data.len()));
         for (o, a) in rows {
             o.iter_mut()
                 .zip(a.iter().zip(&bv.data))
@@ -184,7 +190,9 @@ fn matrices(shape: &[usize]) -> (usize, usize, usize) {
 
 /// Writes the transpose of each matrix of `src` (batch, rows, cols) into `dst` (batch, cols, rows).
 fn transpose_each(dst: &mut [f32], src: &[f32], (_, rows, cols): (usize, usize, usize)) {
-    let matrices = dst.chunks_exact_mut(rows * cols).zip(src.chunks_exact(rows * cols));
+    let matrices = dst
+        .chunks_exact_mut(rows * cols)
+        .zip(src.chunks_exact(rows * cols));
     for (dst, src) in matrices {
         for (i, row) in src.chunks_exact(cols).enumerate() {
             for (j, &v) in row.iter().enumerate() {
@@ -286,7 +294,12 @@ fn scale_backward(g: &[f32], a: NodeId, s: f32, grads: &mut Grads) {
 pub const MASK_VALUE: f32 = -1e9;
 
 /// Calls `f(i, j, element)` for every element of each (rows, cols) matrix in `data`.
-fn for_each_ij(data: &mut [f32], rows: usize, cols: usize, mut f: impl FnMut(usize, usize, &mut f32)) {
+fn for_each_ij(
+    data: &mut [f32],
+    rows: usize,
+    cols: usize,
+    mut f: impl FnMut(usize, usize, &mut f32),
+) {
     for matrix in data.chunks_exact_mut(rows * cols) {
         for (i, row) in matrix.chunks_exact_mut(cols).enumerate() {
             row.iter_mut().enumerate().for_each(|(j, x)| f(i, j, x));
@@ -336,7 +349,11 @@ fn softmax_row(x: &[f32], out: &mut [f32]) {
     let max = x.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
     for (o, &v) in out.iter_mut().zip(x) {
         let d = v - max;
-        *o = if d < EXP_ZERO_BELOW { 0.0 } else { libm::expf(d) };
+        *o = if d < EXP_ZERO_BELOW {
+            0.0
+        } else {
+            libm::expf(d)
+        };
     }
     let sum = pairwise_sum(out);
     out.iter_mut().for_each(|o| *o /= sum);
@@ -396,7 +413,9 @@ fn gelu_c() -> f64 {
 
 /// Splits `len` elements into one block per thread, a multiple of 64 each.
 fn block_per_thread(len: usize) -> usize {
-    len.div_ceil(rayon::current_num_threads()).next_multiple_of(64).max(64)
+    len.div_ceil(rayon::current_num_threads())
+        .next_multiple_of(64)
+        .max(64)
 }
 
 impl Tape {
@@ -414,7 +433,12 @@ impl Tape {
         let blocks = out.par_chunks_mut(block).zip(tanh.par_chunks_mut(block));
         blocks
             .zip(xv.data.par_chunks(block))
-            .for_each(|((out, tanh), x)| kernels::vectorised(#[inline(always)] || gelu_block(out, tanh, x, c)));
+            .for_each(|((out, tanh), x)| {
+                kernels::vectorised(
+                    #[inline(always)]
+                    || gelu_block(out, tanh, x, c),
+                )
+            });
         let out = Tensor::new(&xv.shape, out); // (B, T, 4C)
         self.push(out, Op::Gelu { x, tanh })
     }
@@ -427,7 +451,10 @@ const LANES: usize = 16;
 /// GELU of one block of elements; `tanh` gets each element's tanh.
 #[inline(always)]
 fn gelu_block(out: &mut [f32], tanh: &mut [f64], x: &[f32], c: f64) {
-    let mut chunks = out.chunks_mut(LANES).zip(tanh.chunks_mut(LANES)).zip(x.chunks(LANES));
+    let mut chunks = out
+        .chunks_mut(LANES)
+        .zip(tanh.chunks_mut(LANES))
+        .zip(x.chunks(LANES));
     let arg = |x: f32| {
         let cube = (f64::from(x) * f64::from(x) * f64::from(x)) as f32; // x ** 3
         c * f64::from(x + 0.044715f32 * cube)
@@ -463,13 +490,16 @@ fn gelu_backward(g: &[f32], x: NodeId, xv: &Tensor, tanh: &[f64], grads: &mut Gr
     let blocks = dx.par_chunks_mut(block).zip(xv.data.par_chunks(block));
     let blocks = blocks.zip(tanh.par_chunks(block)).zip(g.par_chunks(block));
     blocks.for_each(|(((dx, x), tanh), g)| {
-        kernels::vectorised(#[inline(always)] move || {
-            for (((dx, &x), &t), &g) in dx.iter_mut().zip(x).zip(tanh).zip(g) {
-                let slope = f64::from(1.0f32 + k * (x * x));
-                let d = 0.5 * (1.0 + t) + f64::from(0.5f32 * x) * (1.0 - t * t) * c * slope;
-                *dx = (f64::from(g) * d) as f32;
-            }
-        })
+        kernels::vectorised(
+            #[inline(always)]
+            move || {
+                for (((dx, &x), &t), &g) in dx.iter_mut().zip(x).zip(tanh).zip(g) {
+                    let slope = f64::from(1.0f32 + k * (x * x));
+                    let d = 0.5 * (1.0 + t) + f64::from(0.5f32 * x) * (1.0 - t * t) * c * slope;
+                    *dx = (f64::from(g) * d) as f32;
+                }
+            },
+        )
     });
     grads.add(x, dx);
 }
@@ -489,7 +519,10 @@ impl Tape {
             "Linear({n_in}, {n_out}) got input {:?}",
             xv.shape
         );
-        let (x_rows, w_t) = (Strided::rows(&xv.data, n_in), Strided::transposed(&wv.data, n_in));
+        let (x_rows, w_t) = (
+            Strided::rows(&xv.data, n_in),
+            Strided::transposed(&wv.data, n_in),
+        );
         matmul(&mut y, x_rows, w_t, Some(&bv.data), (rows, n_in, n_out)); // (N, out)
         let mut shape = xv.shape.clone();
         *shape.last_mut().unwrap() = n_out;
@@ -571,7 +604,11 @@ fn cross_entropy_backward(
     let v = softmax.len() / targets.len();
     let n = targets.len() as f32;
     let mut d = grads.spare.take(softmax.len()); // (N, V)
-    for ((d, s), &y) in d.chunks_exact_mut(v).zip(softmax.chunks_exact(v)).zip(targets) {
+    for ((d, s), &y) in d
+        .chunks_exact_mut(v)
+        .zip(softmax.chunks_exact(v))
+        .zip(targets)
+    {
         d.copy_from_slice(s);
         d[y] -= 1.0;
         d.iter_mut().for_each(|d| *d = g * *d / n);

@@ -59,7 +59,11 @@ impl AdamW {
         let (lr, eps, wd) = (f(self.lr), f(self.eps), f(self.weight_decay));
         // Tensors are independent, so the threads share them out; each element's arithmetic is the same
         // wherever it runs.
-        let tensors = params.par_iter_mut().zip(grads).zip(&mut self.m).zip(&mut self.v);
+        let tensors = params
+            .par_iter_mut()
+            .zip(grads)
+            .zip(&mut self.m)
+            .zip(&mut self.v);
         tensors.for_each(|(((p, g), m), v)| {
             // An empty gradient is zeros: with g = 0 the moments still decay and the weights still move.
             let zeros = [0.0].repeat(if g.is_empty() { p.data.len() } else { 0 });
@@ -97,7 +101,12 @@ pub fn clip_grad_norm(grads: &mut [Vec<f32>], max_norm: f64) -> f64 {
     // Each tensor's sum on any thread; the float64 total adds them in order.
     let sums: Vec<f32> = grads
         .par_iter()
-        .map(|g| kernels::vectorised(#[inline(always)] || pairwise_sum_by(g, |x| x * x)))
+        .map(|g| {
+            kernels::vectorised(
+                #[inline(always)]
+                || pairwise_sum_by(g, |x| x * x),
+            )
+        })
         .collect();
     let total = sums.iter().fold(0.0f64, |total, &s| total + f64::from(s));
     let norm = total.sqrt();
@@ -106,7 +115,10 @@ pub fn clip_grad_norm(grads: &mut [Vec<f32>], max_norm: f64) -> f64 {
         grads.par_iter_mut().for_each(|g| {
             kernels::vectorised(
                 #[inline(always)]
-                || g.iter_mut().for_each(|x| *x = (f64::from(*x) * scale) as f32),
+                || {
+                    g.iter_mut()
+                        .for_each(|x| *x = (f64::from(*x) * scale) as f32)
+                },
             )
         });
     }
