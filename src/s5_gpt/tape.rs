@@ -11,7 +11,7 @@
 //!
 //! Each operation's forward pass and its gradient live side by side in [`super::ops`].
 //!
-//! The graph is the same at every step, so the buffers of one step's nodes are kept in a [`Spare`] store
+//! The graph is the same at every step, so the buffers of one step's nodes are kept in a spare store
 //! when the tape is reset and handed out again to the next step's nodes: after the first step, training
 //! allocates no memory.
 
