@@ -580,7 +580,9 @@ impl Tape {
             *log = libm::logf(s[y].clamp(PROB_FLOOR, 1.0));
         }
         let n = targets.len() as f32;
-        let loss = Tensor::new(&[], vec![0.0 - pairwise_sum(&logs) / n]);
+        let mut loss = self.spare.take(1);
+        loss[0] = 0.0 - pairwise_sum(&logs) / n;
+        let loss = Tensor::new(&[], loss);
         self.spare.put(logs);
         self.push(
             loss,

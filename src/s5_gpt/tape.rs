@@ -15,6 +15,8 @@
 //! when the tape is reset and handed out again to the next step's nodes: after the first step, training
 //! allocates no memory.
 
+use std::collections::BTreeMap;
+
 use super::bench;
 use super::ops::Op;
 use std::time::Instant;
@@ -154,7 +156,9 @@ impl Tape {
     /// `loss.backward()`: seeds the gradient of the scalar `loss` with 1 and runs every operation's
     /// gradient in reverse tape order.
     pub fn backward(&mut self, loss: NodeId) {
-        self.backward_from(loss, vec![1.0]);
+        let mut seed = self.spare.take(1);
+        seed[0] = 1.0;
+        self.backward_from(loss, seed);
     }
 
     /// Like [`backward`](Self::backward), with the output's gradient given (for gradient checks of one op).
@@ -213,26 +217,22 @@ impl Grads<'_> {
     }
 }
 
-/// Buffers that finished nodes gave back, to be handed out again. The graph is the same at every step,
-/// so each request finds a buffer of exactly its size after the first step.
+/// Buffers that finished nodes gave back, to be handed out again, filed by capacity. The graph is the same
+/// at every step, so each request finds a buffer of exactly its size after the first step.
 #[derive(Debug, Default)]
 pub(super) struct Spare {
-    f32s: Vec<Vec<f32>>,
-    f64s: Vec<Vec<f64>>,
+    f32s: BTreeMap<usize, Vec<Vec<f32>>>,
+    f64s: BTreeMap<usize, Vec<Vec<f64>>>,
 }
 
 impl Spare {
     /// Keeps `buffer` for later (an empty one is dropped).
     pub fn put(&mut self, buffer: Vec<f32>) {
-        if buffer.capacity() > 0 {
-            self.f32s.push(buffer);
-        }
+        file(&mut self.f32s, buffer);
     }
 
     pub fn put_f64(&mut self, buffer: Vec<f64>) {
-        if buffer.capacity() > 0 {
-            self.f64s.push(buffer);
-        }
+        file(&mut self.f64s, buffer);
     }
 
     /// A buffer of `len` values that still hold an earlier step's numbers: the caller must overwrite
@@ -254,12 +254,24 @@ impl Spare {
     }
 }
 
+fn file<T>(store: &mut BTreeMap<usize, Vec<Vec<T>>>, buffer: Vec<T>) {
+    if buffer.capacity() > 0 {
+        store.entry(buffer.capacity()).or_default().push(buffer);
+    }
+}
+
 /// Removes the smallest buffer that holds `len` values from `store` (or makes one) and sets its length.
-fn take_fitting<T: Copy + Default>(store: &mut Vec<Vec<T>>, len: usize) -> Vec<T> {
-    let best = (0..store.len())
-        .filter(|&i| store[i].capacity() >= len)
-        .min_by_key(|&i| store[i].capacity());
-    let mut buffer = best.map_or_else(Vec::new, |i| store.swap_remove(i));
+fn take_fitting<T: Copy + Default>(store: &mut BTreeMap<usize, Vec<Vec<T>>>, len: usize) -> Vec<T> {
+    let mut buffer = match store.range_mut(len..).next() {
+        Some((&capacity, buffers)) => {
+            let buffer = buffers.pop().expect("no empty lists are kept");
+            if buffers.is_empty() {
+                store.remove(&capacity);
+            }
+            buffer
+        }
+        None => Vec::new(),
+    };
     buffer.resize(len, T::default());
     buffer
 }
