@@ -115,7 +115,8 @@ pub struct ChapterArgs {
         help_heading = "Sampling"
     )]
     pub sample_len: usize,
-    /// Instead of the chapter, time 20 + N training steps and print the median ms per step
+    /// Instead of the chapter, time N training steps (after 20 untimed), print the median ms per step
+    /// and GFLOP/s, then time N more with per-part timers for a breakdown
     #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "200", help_heading = "Run")]
     pub bench: Option<usize>,
 }
@@ -328,14 +329,7 @@ fn chapter(args: ChapterArgs, out: &mut (impl Write + Send)) -> Result<(), Error
 }
 
 fn bench(cfg: &Config, steps: usize, out: &mut impl Write) -> Result<(), Error> {
-    let mut times = super::bench(cfg, 20, steps.max(1))?;
-    times.sort();
-    let median = times[times.len() / 2].as_secs_f64() * 1e3;
-    writeln!(
-        out,
-        "median {median:.3} ms per training step over {} steps",
-        times.len()
-    )?;
+    write!(out, "{}", super::bench::run(cfg, 20, steps)?)?;
     Ok(())
 }
 

@@ -11,15 +11,16 @@
 //! * [`pairwise_sum`] is NumPy's float32 `np.sum` along a contiguous axis, replayed exactly.
 
 use rayon::prelude::*;
+use std::cell::Cell;
+use std::thread::LocalKey;
 
 /// Output columns per SIMD tile: two AVX registers of f32.
 const NR: usize = 16;
-/// Output rows per tile: 6×16 accumulators take 12 of the 16 AVX registers.
-const MR: usize = 6;
+/// Output rows per tile: 4×16 accumulators take 8 of the 16 AVX registers, and 4 divides every row count
+/// of the GPT (32, 64, 128, 256).
+const MR: usize = 4;
 /// Below this many multiply-adds a product runs on the calling thread: waking a helper costs more.
-const PARALLEL_MIN_WORK: usize = 1 << 16;
-/// About this many multiply-adds per parallel task.
-const TASK_WORK: usize = 1 << 15;
+const PARALLEL_MIN_WORK: usize = 1 << 17;
 
 /// A read-only matrix seen through strides, so that a transpose costs nothing to pass in.
 #[derive(Clone, Copy, Debug)]
@@ -50,6 +51,10 @@ impl<'a> Strided<'a> {
         }
     }
 
+    fn at(self, i: usize, j: usize) -> f32 {
+        self.data[i * self.row_stride + j * self.col_stride]
+    }
+
     fn offset(self, rows: usize) -> Self {
         Strided {
             data: &self.data[rows * self.row_stride..],
@@ -58,29 +63,60 @@ impl<'a> Strided<'a> {
     }
 }
 
-/// `c (m×n) = a (m×k) · b (k×n)`; `b` and `c` are row-major, `c` is overwritten.
-///
-/// Rows of `c` are shared out among the threads of the current rayon pool (see [`super::Config::threads`]).
-pub fn matmul(c: &mut [f32], a: Strided, b: &[f32], m: usize, k: usize, n: usize) {
-    assert_eq!(c.len(), m * n, "matmul: c must hold m×n values");
-    assert!(b.len() >= k * n, "matmul: b must hold k×n values");
-    if rayon::current_num_threads() == 1 || m * k * n < PARALLEL_MIN_WORK || m <= MR {
-        return matmul_serial(c, a, b, m, k, n);
-    }
-    // Small tasks of whole MR-row tiles: a helper that wakes up late takes what is left instead of
-    // making the caller wait for a large half.
-    let rows_per_task = TASK_WORK.div_ceil(MR * k * n).max(1) * MR;
-    c.par_chunks_mut(rows_per_task * n)
-        .enumerate()
-        .for_each(|(t, c)| matmul_serial(c, a.offset(t * rows_per_task), b, c.len() / n, k, n));
+thread_local! {
+    /// The calling thread's copy of B in column panels, kept from product to product so none allocates.
+    static PACKED_B: Cell<Vec<f32>> = const { Cell::new(Vec::new()) };
+    /// Each thread's copy of the A rows of the tile it works on.
+    static PACKED_A: Cell<Vec<f32>> = const { Cell::new(Vec::new()) };
 }
 
-/// `batch` independent products `c[i] = a[i] · b[i]`, each laid out as in [`matmul`], one task per item.
+/// Runs `f` with this thread's buffer from `slot`. The buffer is taken out for the call: while a thread
+/// waits for its helpers, rayon may give it another task, and a nested call then starts a buffer of its own.
+fn with_buffer<R>(
+    slot: &'static LocalKey<Cell<Vec<f32>>>,
+    f: impl FnOnce(&mut Vec<f32>) -> R,
+) -> R {
+    let mut buffer = slot.take();
+    let result = f(&mut buffer);
+    slot.set(buffer);
+    result
+}
+
+/// `c (m×n) = a (m×k) · b (k×n)`, plus `bias` (n) on every row if given; `c` is row-major and overwritten.
+///
+/// The bias is added after the whole sum, as `x @ W.T + b` does. Rows of `c` are shared out among the
+/// threads of the current rayon pool (see [`super::Config::threads`]) when the product is large enough.
+pub fn matmul(
+    c: &mut [f32],
+    a: Strided,
+    b: Strided,
+    bias: Option<&[f32]>,
+    (m, k, n): (usize, usize, usize),
+) {
+    assert_eq!(c.len(), m * n, "matmul: c must hold m×n values");
+    if let Some(bias) = bias {
+        assert_eq!(bias.len(), n, "matmul: one bias per column");
+    }
+    with_buffer(&PACKED_B, |packed| {
+        pack_b(packed, b, k, n);
+        let threads = rayon::current_num_threads();
+        if threads == 1 || m * k * n < PARALLEL_MIN_WORK || m <= MR {
+            return multiply_packed(c, a, packed, bias, k, n);
+        }
+        // One task per thread, each a band of whole MR-row tiles: one wake-up per product.
+        let rows_per_task = m.div_ceil(MR).div_ceil(threads) * MR;
+        c.par_chunks_mut(rows_per_task * n)
+            .enumerate()
+            .for_each(|(t, c)| multiply_packed(c, a.offset(t * rows_per_task), packed, bias, k, n));
+    });
+}
+
+/// `batch` independent products `c[i] = a[i] · b[i]` (each as in [`matmul`], without bias), a band of
+/// items per thread. `a` and `b` hold the matrices one after another, each row-major or transposed.
 pub fn matmul_batched(
     c: &mut [f32],
-    a: &[f32],
-    a_transposed: bool,
-    b: &[f32],
+    (a, a_transposed): (&[f32], bool),
+    (b, b_transposed): (&[f32], bool),
     batch: usize,
     (m, k, n): (usize, usize, usize),
 ) {
@@ -89,116 +125,169 @@ pub fn matmul_batched(
         batch * m * n,
         "matmul_batched: c must hold batch×m×n values"
     );
-    let item = |i: usize, c: &mut [f32]| {
-        let a_i = &a[i * m * k..(i + 1) * m * k];
-        let a_i = if a_transposed {
-            Strided::transposed(a_i, m)
+    let view = |data, rows, cols, transposed| {
+        if transposed {
+            Strided::transposed(data, rows)
         } else {
-            Strided::rows(a_i, k)
-        };
-        matmul_serial(c, a_i, &b[i * k * n..(i + 1) * k * n], m, k, n);
+            Strided::rows(data, cols)
+        }
     };
-    if rayon::current_num_threads() == 1 || batch * m * k * n < PARALLEL_MIN_WORK {
+    let item = |i: usize, c: &mut [f32]| {
+        let a_i = view(&a[i * m * k..(i + 1) * m * k], m, k, a_transposed);
+        let b_i = view(&b[i * k * n..(i + 1) * k * n], k, n, b_transposed);
+        with_buffer(&PACKED_B, |packed| {
+            pack_b(packed, b_i, k, n);
+            multiply_packed(c, a_i, packed, None, k, n);
+        });
+    };
+    let threads = rayon::current_num_threads();
+    if threads == 1 || batch * m * k * n < PARALLEL_MIN_WORK {
         c.chunks_mut(m * n)
             .enumerate()
             .for_each(|(i, c)| item(i, c));
     } else {
-        c.par_chunks_mut(m * n)
+        let items_per_task = batch.div_ceil(threads);
+        c.par_chunks_mut(items_per_task * m * n)
             .enumerate()
-            .for_each(|(i, c)| item(i, c));
+            .for_each(|(t, c)| {
+                for (i, c) in c.chunks_mut(m * n).enumerate() {
+                    item(t * items_per_task + i, c);
+                }
+            });
+    }
+}
+
+/// Copies B into column panels of NR, each k×NR and contiguous, the last one padded with zeros. The
+/// padding only fills SIMD lanes whose results are never stored.
+fn pack_b(packed: &mut Vec<f32>, b: Strided, k: usize, n: usize) {
+    packed.clear();
+    packed.resize(n.div_ceil(NR) * k * NR, 0.0);
+    for (panel, out) in packed.chunks_exact_mut(k * NR).enumerate() {
+        let j0 = panel * NR;
+        let width = NR.min(n - j0);
+        if b.col_stride == 1 {
+            // Row-major: each row of the panel is a run of `width` values.
+            for (p, out) in out.chunks_exact_mut(NR).enumerate() {
+                let start = p * b.row_stride + j0;
+                out[..width].copy_from_slice(&b.data[start..start + width]);
+            }
+        } else {
+            // Any other layout (a transposed matrix): column by column.
+            for q in 0..width {
+                for (p, out) in out.chunks_exact_mut(NR).enumerate() {
+                    out[q] = b.at(p, j0 + q);
+                }
+            }
+        }
+    }
+}
+
+/// Copies `rows` rows of `a` k-major into `packed` (k×rows), so the tile reads them in order whatever the
+/// strides.
+fn pack_a(packed: &mut Vec<f32>, a: Strided, rows: usize, k: usize) {
+    packed.clear();
+    packed.resize(k * rows, 0.0);
+    for (p, out) in packed.chunks_exact_mut(rows).enumerate() {
+        for (r, x) in out.iter_mut().enumerate() {
+            *x = a.at(r, p);
+        }
     }
 }
 
 /// One thread's share of [`matmul`], using AVX2 when the CPU has it. Both paths do the same operations in
 /// the same order, so they give the same bits.
-fn matmul_serial(c: &mut [f32], a: Strided, b: &[f32], m: usize, k: usize, n: usize) {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU supports AVX2, checked just above.
-        return unsafe { matmul_avx2(c, a, b, m, k, n) };
-    }
-    matmul_tiles(c, a, b, m, k, n);
+fn multiply_packed(c: &mut [f32], a: Strided, b: &[f32], bias: Option<&[f32]>, k: usize, n: usize) {
+    with_buffer(&PACKED_A, |a_packed| {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports AVX2, checked just above.
+            return unsafe { multiply_avx2(c, a, a_packed, b, bias, (k, n)) };
+        }
+        multiply_tiles(c, a, a_packed, b, bias, (k, n));
+    });
 }
 
-/// [`matmul_tiles`] compiled for AVX2, without FMA so that no multiply and add are fused.
+/// [`multiply_tiles`] compiled for AVX2, without FMA so that no multiply and add are fused.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-fn matmul_avx2(c: &mut [f32], a: Strided, b: &[f32], m: usize, k: usize, n: usize) {
-    matmul_tiles(c, a, b, m, k, n);
+fn multiply_avx2(
+    c: &mut [f32],
+    a: Strided,
+    a_packed: &mut Vec<f32>,
+    b: &[f32],
+    bias: Option<&[f32]>,
+    (k, n): (usize, usize),
+) {
+    multiply_tiles(c, a, a_packed, b, bias, (k, n));
 }
 
 /// Walks `c` in tiles of MR rows; the last tile may have fewer.
 #[inline(always)]
-fn matmul_tiles(c: &mut [f32], a: Strided, b: &[f32], m: usize, k: usize, n: usize) {
-    let mut a_packed = vec![0.0f32; k * MR];
-    let mut i = 0;
-    while i < m {
-        let rows = MR.min(m - i);
-        let c = &mut c[i * n..(i + rows) * n];
-        let (a, packed) = (a.offset(i), &mut a_packed[..k * rows]);
+fn multiply_tiles(
+    c: &mut [f32],
+    a: Strided,
+    a_packed: &mut Vec<f32>,
+    b: &[f32],
+    bias: Option<&[f32]>,
+    (k, n): (usize, usize),
+) {
+    for (t, c) in c.chunks_mut(MR * n).enumerate() {
+        let rows = c.len() / n;
+        pack_a(a_packed, a.offset(t * MR), rows, k);
         match rows {
-            MR => tile_rows::<MR>(c, a, packed, b, k, n),
-            5 => tile_rows::<5>(c, a, packed, b, k, n),
-            4 => tile_rows::<4>(c, a, packed, b, k, n),
-            3 => tile_rows::<3>(c, a, packed, b, k, n),
-            2 => tile_rows::<2>(c, a, packed, b, k, n),
-            _ => tile_rows::<1>(c, a, packed, b, k, n),
+            MR => tile::<MR>(c, a_packed, b, bias, k, n),
+            3 => tile::<3>(c, a_packed, b, bias, k, n),
+            2 => tile::<2>(c, a_packed, b, bias, k, n),
+            _ => tile::<1>(c, a_packed, b, bias, k, n),
         }
-        i += rows;
     }
 }
 
 // ANCHOR: matmul
-/// R rows of `c`: for each k in order, `c[r][j..j+NR] += a[r][k] · b[k][j..j+NR]`.
+/// R rows of `c`: for each NR-wide panel of packed B, `acc[r][0..NR] += a[r][p] · b[p][0..NR]` for every
+/// p in order, then `c[r][j] = acc[r][j] + bias[j]`.
 #[inline(always)]
-fn tile_rows<const R: usize>(
+fn tile<const R: usize>(
     c: &mut [f32],
-    a: Strided,
-    packed: &mut [f32],
-    b: &[f32],
+    a_packed: &[f32],
+    b_panels: &[f32],
+    bias: Option<&[f32]>,
     k: usize,
     n: usize,
 ) {
-    // A's R rows, copied k-major once, so the loops below read them in order whatever the strides.
-    for (p, a_p) in packed.chunks_exact_mut(R).enumerate() {
-        for (r, x) in a_p.iter_mut().enumerate() {
-            *x = a.data[r * a.row_stride + p * a.col_stride];
-        }
-    }
-    let b = &b[..k * n];
-    let mut j = 0;
-    while j + NR <= n {
+    for (panel, b_panel) in b_panels.chunks_exact(k * NR).enumerate() {
         let mut acc = [[0.0f32; NR]; R];
-        for (a_p, b_row) in packed.chunks_exact(R).zip(b.chunks_exact(n)) {
-            let b_row: &[f32; NR] = b_row[j..j + NR].try_into().unwrap();
+        for (a_p, b_p) in a_packed.chunks_exact(R).zip(b_panel.chunks_exact(NR)) {
+            let b_p: &[f32; NR] = b_p.try_into().unwrap();
             for (acc_r, &a_rp) in acc.iter_mut().zip(a_p) {
                 for q in 0..NR {
-                    acc_r[q] += a_rp * b_row[q];
+                    acc_r[q] += a_rp * b_p[q];
                 }
             }
         }
+        let j0 = panel * NR;
+        let width = NR.min(n - j0);
         for (c_r, acc_r) in c.chunks_exact_mut(n).zip(&acc) {
-            c_r[j..j + NR].copy_from_slice(acc_r);
-        }
-        j += NR;
-    }
-    // The columns left over: the same sum, one column at a time.
-    for j in j..n {
-        let mut acc = [0.0f32; R];
-        for (a_p, b_row) in packed.chunks_exact(R).zip(b.chunks_exact(n)) {
-            for (acc_r, &a_rp) in acc.iter_mut().zip(a_p) {
-                *acc_r += a_rp * b_row[j];
+            let c_r = &mut c_r[j0..j0 + width];
+            match bias {
+                Some(bias) => {
+                    let bias = &bias[j0..j0 + width];
+                    for ((c, &s), &b) in c_r.iter_mut().zip(acc_r).zip(bias) {
+                        *c = s + b;
+                    }
+                }
+                None => c_r.copy_from_slice(&acc_r[..width]),
             }
-        }
-        for (c_r, acc_r) in c.chunks_exact_mut(n).zip(&acc) {
-            c_r[j] = *acc_r;
         }
     }
 }
 // ANCHOR_END: matmul
-
 /// Runs an elementwise loop compiled for AVX2 when the CPU has it. Elementwise work gives the same bits at
 /// any vector width (each lane does one element's operations in order), so this only changes the speed.
+///
+/// Only code inlined into the AVX2 function below is compiled for AVX2, so callers mark the closure
+/// `#[inline(always)]` and keep its loops inside it: a large closure left to the inliner's judgement, or a
+/// helper it calls that is not inlined, runs as plain SSE2 code.
 #[inline(always)]
 pub fn vectorised<R>(f: impl FnOnce() -> R) -> R {
     #[cfg(target_arch = "x86_64")]
@@ -231,23 +320,30 @@ pub fn transpose(src: &[f32], rows: usize, cols: usize) -> Vec<f32> {
 /// two halves (a multiple of 8 on the left). Fewer than 8 values are added in order. Checked against
 /// NumPy 2.4 for lengths 1 to 20,000 and for rows of 2-D arrays (`axis=-1`).
 pub fn pairwise_sum(a: &[f32]) -> f32 {
+    pairwise_sum_by(a, |x| x)
+}
+
+/// [`pairwise_sum`] of `f(x)` for each `x` of `a`, without storing the `f(x)` first; e.g. Σx² for
+/// `np.sum(g ** 2)`.
+#[inline(always)]
+pub fn pairwise_sum_by(a: &[f32], f: impl Fn(f32) -> f32 + Copy) -> f32 {
     let n = a.len();
     if n < 8 {
-        a.iter().fold(0.0, |s, &x| s + x)
+        a.iter().fold(0.0, |s, &x| s + f(x))
     } else if n <= 128 {
-        let mut r: [f32; 8] = a[..8].try_into().unwrap();
+        let mut r: [f32; 8] = std::array::from_fn(|j| f(a[j]));
         let whole = n - n % 8;
         for block in a[8..whole].chunks_exact(8) {
             for (rj, &x) in r.iter_mut().zip(block) {
-                *rj += x;
+                *rj += f(x);
             }
         }
         let head = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
-        a[whole..].iter().fold(head, |s, &x| s + x)
+        a[whole..].iter().fold(head, |s, &x| s + f(x))
     } else {
         let half = n / 2;
         let half = half - half % 8;
-        pairwise_sum(&a[..half]) + pairwise_sum(&a[half..])
+        pairwise_sum_by(&a[..half], f) + pairwise_sum_by(&a[half..], f)
     }
 }
 
@@ -328,20 +424,47 @@ mod tests {
             (4, 64, 16),
             (9, 33, 65),
             (130, 64, 256),
+            (128, 256, 64),
         ] {
             let a = values(m * k, 1);
             let b = values(k * n, 2);
             let want = naive(&a, &b, m, k, n);
-            let mut got = vec![f32::NAN; m * n];
-            matmul(&mut got, Strided::rows(&a, k), &b, m, k, n);
-            assert_eq!(got, want, "{m}×{k}·{k}×{n}");
+            let (at, bt) = (transpose(&a, m, k), transpose(&b, k, n));
+            let bias = values(n, 3);
+            let with_bias: Vec<f32> = want
+                .iter()
+                .enumerate()
+                .map(|(i, c)| c + bias[i % n])
+                .collect();
+            for threads in [1, 2] {
+                let pool = rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .build()
+                    .unwrap();
+                pool.install(|| {
+                    let product = |a: Strided, b: Strided, bias| {
+                        let mut c = vec![f32::NAN; m * n];
+                        matmul(&mut c, a, b, bias, (m, k, n));
+                        c
+                    };
+                    let (a_rows, b_rows) = (Strided::rows(&a, k), Strided::rows(&b, n));
+                    let (a_t, b_t) = (Strided::transposed(&at, m), Strided::transposed(&bt, k));
+                    assert_eq!(product(a_rows, b_rows, None), want, "{m}×{k}·{k}×{n}");
+                    assert_eq!(product(a_t, b_rows, None), want, "strided a");
+                    assert_eq!(product(a_rows, b_t, None), want, "strided b");
+                    assert_eq!(product(a_rows, b_rows, Some(&bias)), with_bias, "bias");
+                    let mut batched = vec![f32::NAN; 2 * m * n];
+                    let (a2, b2) = ([&a[..], &a].concat(), [&bt[..], &bt].concat());
+                    matmul_batched(&mut batched, (&a2, false), (&b2, true), 2, (m, k, n));
+                    assert_eq!(batched, [&want[..], &want].concat(), "batched");
+                });
+            }
+            let mut packed = vec![];
+            pack_b(&mut packed, Strided::rows(&b, n), k, n);
             let mut portable = vec![f32::NAN; m * n];
-            matmul_tiles(&mut portable, Strided::rows(&a, k), &b, m, k, n);
+            let a = Strided::rows(&a, k);
+            multiply_tiles(&mut portable, a, &mut vec![], &packed, None, (k, n));
             assert_eq!(portable, want, "portable path {m}×{k}·{k}×{n}");
-            let at = transpose(&a, m, k);
-            let mut via_t = vec![f32::NAN; m * n];
-            matmul(&mut via_t, Strided::transposed(&at, m), &b, m, k, n);
-            assert_eq!(via_t, want, "strided a {m}×{k}·{k}×{n}");
         }
     }
 

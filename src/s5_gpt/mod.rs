@@ -36,6 +36,7 @@
 //! Everything is deterministic: the same bits on every machine and at every thread count (see
 //! [`kernels`]).
 
+pub mod bench;
 pub mod checkpoint;
 pub mod cli;
 pub mod data;
@@ -51,7 +52,6 @@ pub mod train;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 pub use data::{CharDataset, Split};
 pub use error::Error;
@@ -234,22 +234,6 @@ pub fn check_prompt(dataset: &CharDataset, prompt: &str) -> Result<(), Error> {
         return Err(Error::EmptyPrompt);
     }
     dataset.encode(prompt).map(drop)
-}
-
-/// Times `steps` training steps after `warmup` untimed ones; returns each timed step's duration.
-pub fn bench(cfg: &Config, warmup: usize, steps: usize) -> Result<Vec<Duration>, Error> {
-    with_threads(cfg.threads, || {
-        let mut trainer = Trainer::new(cfg)?;
-        let mut times = Vec::with_capacity(steps);
-        for s in 0..warmup + steps {
-            let started = Instant::now();
-            trainer.train_step(s);
-            if s >= warmup {
-                times.push(started.elapsed());
-            }
-        }
-        Ok(times)
-    })?
 }
 
 /// More worker threads than any machine this crate runs on has cores.

@@ -4,8 +4,9 @@
 //! rounded to float32 before use, and the few quantities the tutorial computes in Python doubles (bias
 //! corrections, the gradient norm, the clip scale, the learning rate) are float64 here too.
 
-use super::kernels::pairwise_sum;
+use super::kernels::{self, pairwise_sum_by};
 use super::tape::Tensor;
+use rayon::prelude::*;
 
 // ANCHOR: adamw
 /// AdamW with decoupled weight decay and one step counter shared by all parameters.
@@ -56,30 +57,36 @@ impl AdamW {
         let c1 = f(1.0 - libm::pow(self.beta1, f64::from(self.t)));
         let c2 = f(1.0 - libm::pow(self.beta2, f64::from(self.t)));
         let (lr, eps, wd) = (f(self.lr), f(self.eps), f(self.weight_decay));
-        for (((p, g), m), v) in params
-            .iter_mut()
+        // Tensors are independent, so the threads share them out; each element's arithmetic is the same
+        // wherever it runs.
+        let tensors = params
+            .par_iter_mut()
             .zip(grads)
             .zip(&mut self.m)
-            .zip(&mut self.v)
-        {
+            .zip(&mut self.v);
+        tensors.for_each(|(((p, g), m), v)| {
+            // An empty gradient is zeros: with g = 0 the moments still decay and the weights still move.
+            let zeros = [0.0].repeat(if g.is_empty() { p.data.len() } else { 0 });
+            let g = if g.is_empty() { &zeros } else { g };
             let decay = p.ndim() >= 2; // weights and embeddings, not biases
-            let zeros;
-            let g = if g.is_empty() {
-                zeros = vec![0.0; p.data.len()];
-                &zeros
-            } else {
-                g
-            };
-            for (((w, &g), m), v) in p.data.iter_mut().zip(g).zip(m.iter_mut()).zip(v.iter_mut()) {
-                *m = b1 * *m + one_b1 * g;
-                *v = b2 * *v + one_b2 * (g * g);
-                let (m_hat, v_hat) = (*m / c1, *v / c2);
-                if decay {
-                    *w -= *w * wd * lr;
-                }
-                *w -= lr * m_hat / (v_hat.sqrt() + eps);
-            }
-        }
+            // Each element's operations are correctly rounded IEEE ones, so SIMD lanes give the same bits.
+            // `move` copies the scalars into the closure, so the compiler keeps them in registers.
+            kernels::vectorised(
+                #[inline(always)]
+                move || {
+                    let elements = p.data.iter_mut().zip(g).zip(m.iter_mut()).zip(v.iter_mut());
+                    for (((w, &g), m), v) in elements {
+                        *m = b1 * *m + one_b1 * g;
+                        *v = b2 * *v + one_b2 * (g * g);
+                        let (m_hat, v_hat) = (*m / c1, *v / c2);
+                        if decay {
+                            *w -= *w * wd * lr;
+                        }
+                        *w -= lr * m_hat / (v_hat.sqrt() + eps);
+                    }
+                },
+            );
+        });
     }
 }
 // ANCHOR_END: adamw
@@ -106,19 +113,29 @@ impl AdamW {
 /// Each tensor's Σg² is a float32 NumPy sum; the running total, the square root and the scale are
 /// Python doubles, and `grad *= scale` multiplies in float64 and rounds back to float32.
 pub fn clip_grad_norm(grads: &mut [Vec<f32>], max_norm: f64) -> f64 {
-    let mut squares = Vec::new();
-    let mut total = 0.0f64;
-    for g in grads.iter() {
-        squares.clear();
-        squares.extend(g.iter().map(|x| x * x));
-        total += f64::from(pairwise_sum(&squares));
-    }
+    // Each tensor's sum on any thread; the float64 total adds them in order.
+    let sums: Vec<f32> = grads
+        .par_iter()
+        .map(|g| {
+            kernels::vectorised(
+                #[inline(always)]
+                || pairwise_sum_by(g, |x| x * x),
+            )
+        })
+        .collect();
+    let total = sums.iter().fold(0.0f64, |total, &s| total + f64::from(s));
     let norm = total.sqrt();
     if norm > max_norm && max_norm > 0.0 {
         let scale = max_norm / (norm + 1e-6);
-        for x in grads.iter_mut().flatten() {
-            *x = (f64::from(*x) * scale) as f32;
-        }
+        grads.par_iter_mut().for_each(|g| {
+            kernels::vectorised(
+                #[inline(always)]
+                || {
+                    g.iter_mut()
+                        .for_each(|x| *x = (f64::from(*x) * scale) as f32)
+                },
+            )
+        });
     }
     norm
 }

@@ -10,8 +10,16 @@
 //! so one tape serves every training step, and the optimiser updates them in place.
 //!
 //! Each operation's forward pass and its gradient live side by side in [`super::ops`].
+//!
+//! The graph is the same at every step, so the buffers of one step's nodes are kept in a spare store
+//! when the tape is reset and handed out again to the next step's nodes: after the first step, training
+//! allocates no memory.
 
+use std::collections::BTreeMap;
+
+use super::bench;
 use super::ops::Op;
+use std::time::Instant;
 
 /// An n-dimensional float32 array in row-major order: the tutorial's `Tensor.data` (DTYPE = float32).
 #[derive(Clone, Debug, PartialEq)]
@@ -61,6 +69,10 @@ pub struct Tape {
     ops: Vec<Op>,
     /// How many nodes at the start are parameters.
     params: usize,
+    /// Buffers of earlier steps' nodes, for the next nodes to reuse.
+    pub(super) spare: Spare,
+    /// When the last node was pushed, while the per-part timers of [`super::bench`] are on.
+    last_push: Option<Instant>,
 }
 
 impl Tape {
@@ -86,6 +98,14 @@ impl Tape {
 
     /// Appends an operation's output. Used by the operations in [`super::ops`].
     pub(super) fn push(&mut self, value: Tensor, op: Op) -> NodeId {
+        if bench::timing() {
+            // The time since the last node went into computing this one.
+            let now = Instant::now();
+            if let Some(last) = self.last_push {
+                bench::charge(op.part(), now - last);
+            }
+            self.last_push = Some(now);
+        }
         self.values.push(value);
         self.grads.push(Vec::new());
         self.ops.push(op);
@@ -102,16 +122,26 @@ impl Tape {
         (!g.is_empty()).then_some(g.as_slice())
     }
 
-    /// Drops every node after the parameters: the next forward pass starts from a clean tape.
+    /// Drops every node after the parameters: the next forward pass starts from a clean tape. Their
+    /// buffers go to the spare store.
     pub fn reset(&mut self) {
-        self.values.truncate(self.params);
-        self.grads.truncate(self.params);
-        self.ops.truncate(self.params);
+        for value in self.values.drain(self.params..) {
+            self.spare.put(value.data);
+        }
+        for grad in self.grads.drain(self.params..) {
+            self.spare.put(grad);
+        }
+        for op in self.ops.drain(self.params..) {
+            op.recycle(&mut self.spare);
+        }
+        self.last_push = bench::timing().then(Instant::now);
     }
 
     /// `optimizer.zero_grad()`: every parameter's gradient becomes zero.
     pub fn zero_grad(&mut self) {
-        self.grads.iter_mut().for_each(Vec::clear);
+        for grad in &mut self.grads {
+            self.spare.put(std::mem::take(grad));
+        }
     }
 
     /// The parameters' values and gradients, in the order they were added.
@@ -126,7 +156,9 @@ impl Tape {
     /// `loss.backward()`: seeds the gradient of the scalar `loss` with 1 and runs every operation's
     /// gradient in reverse tape order.
     pub fn backward(&mut self, loss: NodeId) {
-        self.backward_from(loss, vec![1.0]);
+        let mut seed = self.spare.take(1);
+        seed[0] = 1.0;
+        self.backward_from(loss, seed);
     }
 
     /// Like [`backward`](Self::backward), with the output's gradient given (for gradient checks of one op).
@@ -137,34 +169,109 @@ impl Tape {
             "seed gradient has the wrong size"
         );
         self.grads[output.0] = grad;
+        let mut grads = Grads {
+            of: &mut self.grads,
+            spare: &mut self.spare,
+        };
         for i in (self.params..=output.0).rev() {
             // Gradients flow to earlier nodes only, so node i's own gradient is complete here.
-            if self.grads[i].is_empty() {
+            if grads.of[i].is_empty() {
                 continue;
             }
-            let g = std::mem::take(&mut self.grads[i]);
-            self.ops[i].backward(&g, &self.values[i], &self.values, &mut self.grads);
-            self.grads[i] = g;
+            let g = std::mem::take(&mut grads.of[i]);
+            let op = &self.ops[i];
+            bench::timed(op.part(), || {
+                op.backward(&g, &self.values[i], &self.values, &mut grads)
+            });
+            grads.of[i] = g;
         }
     }
     // ANCHOR_END: backward
 }
 
-/// `x.grad += contribution`. The first contribution is moved in; later ones are added in float32.
-pub(super) fn accumulate(grads: &mut [Vec<f32>], id: NodeId, contribution: Vec<f32>) {
-    let g = &mut grads[id.0];
-    if g.is_empty() {
-        *g = contribution;
-    } else {
-        g.iter_mut().zip(&contribution).for_each(|(g, c)| *g += c);
+/// What a gradient function writes to: the gradients of the nodes, and spare buffers to build them in.
+pub(super) struct Grads<'a> {
+    of: &'a mut [Vec<f32>],
+    pub spare: &'a mut Spare,
+}
+
+impl Grads<'_> {
+    /// `x.grad += contribution`. The first contribution is moved in; later ones are added in float32.
+    pub fn add(&mut self, id: NodeId, mut contribution: Vec<f32>) {
+        let g = &mut self.of[id.0];
+        if g.is_empty() {
+            std::mem::swap(g, &mut contribution);
+        } else {
+            g.iter_mut().zip(&contribution).for_each(|(g, c)| *g += c);
+        }
+        self.spare.put(contribution);
+    }
+
+    /// The gradient of `id` as a mutable buffer, zero-filled on first use (for scatter-adds).
+    pub fn buffer(&mut self, id: NodeId, len: usize) -> &mut [f32] {
+        let g = &mut self.of[id.0];
+        if g.is_empty() {
+            *g = self.spare.zeros(len);
+        }
+        g
     }
 }
 
-/// The gradient of `id` as a mutable buffer, zero-filled on first use (for scatter-adds).
-pub(super) fn grad_buffer(grads: &mut [Vec<f32>], id: NodeId, len: usize) -> &mut [f32] {
-    let g = &mut grads[id.0];
-    if g.is_empty() {
-        g.resize(len, 0.0);
+/// Buffers that finished nodes gave back, to be handed out again, filed by capacity. The graph is the same
+/// at every step, so each request finds a buffer of exactly its size after the first step.
+#[derive(Debug, Default)]
+pub(super) struct Spare {
+    f32s: BTreeMap<usize, Vec<Vec<f32>>>,
+    f64s: BTreeMap<usize, Vec<Vec<f64>>>,
+}
+
+impl Spare {
+    /// Keeps `buffer` for later (an empty one is dropped).
+    pub fn put(&mut self, buffer: Vec<f32>) {
+        file(&mut self.f32s, buffer);
     }
-    g
+
+    pub fn put_f64(&mut self, buffer: Vec<f64>) {
+        file(&mut self.f64s, buffer);
+    }
+
+    /// A buffer of `len` values that still hold an earlier step's numbers: the caller must overwrite
+    /// every one. Skipping the zero-fill saves a pass over memory per node.
+    pub fn take(&mut self, len: usize) -> Vec<f32> {
+        take_fitting(&mut self.f32s, len)
+    }
+
+    /// Like [`take`](Self::take), for float64.
+    pub fn take_f64(&mut self, len: usize) -> Vec<f64> {
+        take_fitting(&mut self.f64s, len)
+    }
+
+    /// A buffer of `len` zeros.
+    pub fn zeros(&mut self, len: usize) -> Vec<f32> {
+        let mut buffer = self.take(len);
+        buffer.fill(0.0);
+        buffer
+    }
+}
+
+fn file<T>(store: &mut BTreeMap<usize, Vec<Vec<T>>>, buffer: Vec<T>) {
+    if buffer.capacity() > 0 {
+        store.entry(buffer.capacity()).or_default().push(buffer);
+    }
+}
+
+/// Removes the smallest buffer that holds `len` values from `store` (or makes one) and sets its length.
+fn take_fitting<T: Copy + Default>(store: &mut BTreeMap<usize, Vec<Vec<T>>>, len: usize) -> Vec<T> {
+    let mut buffer = match store.range_mut(len..).next() {
+        Some((&capacity, buffers)) => {
+            let buffer = buffers.pop().expect("no empty lists are kept");
+            if buffers.is_empty() {
+                store.remove(&capacity);
+            }
+            buffer
+        }
+        None => Vec::new(),
+    };
+    buffer.resize(len, T::default());
+    buffer
 }

@@ -1,5 +1,6 @@
 //! The chapter's `GPTTrainer`: `train` (one optimiser step per batch) and `test` (the mean test loss).
 
+use super::bench::{self, Part};
 use super::checkpoint::Checkpoint;
 use super::data::{Batch, CharDataset, Split, default_data_path};
 use super::error::Error;
@@ -34,8 +35,10 @@ pub fn train_step(
     let value = tape.value(loss).data[0];
     tape.backward(loss);
     let (params, grads) = tape.params_mut();
-    clip_grad_norm(grads, MAX_GRAD_NORM);
-    optimizer.step(params, grads);
+    bench::timed(Part::Optimizer, || {
+        clip_grad_norm(grads, MAX_GRAD_NORM);
+        optimizer.step(params, grads);
+    });
     value
 }
 // ANCHOR_END: train_step
