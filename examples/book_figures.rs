@@ -1,6 +1,6 @@
 //! Draws the book's pictures into `book/src/img/`: `cargo run --release --example book_figures`.
 //!
-//! The attention heat maps take a moment; the stage-5 loss curve trains the GPT first (about two minutes),
+//! The attention heat maps take a moment; the stage-5 loss curve trains the GPT first (about a minute),
 //! unless `--attention-only` is given.
 
 use std::path::Path;

@@ -111,7 +111,7 @@ pub fn loss_curve(losses: &[f32], test_loss: Option<f64>) -> Figure {
     }
 }
 
-/// Trains stage 5 with the tutorial's settings and draws its loss curve (about two minutes in release).
+/// Trains stage 5 with the tutorial's settings and draws its loss curve (about a minute in release).
 pub fn trained_loss_curve() -> Result<Figure, crate::s5_gpt::Error> {
     let cfg = crate::s5_gpt::Config {
         progress: true,

@@ -25,7 +25,7 @@
 //! | losses of steps 0–299 | within 7e-7 of a NumPy float32 re-run | |
 //! | mean test loss after 31,368 steps | **2.040761** | 2.0406120 (seed text), 2.0406033 (a re-run) |
 //! | the sample | `ROMEO:\nFamtany at yow,…` | `ROMEO:\nFamtany at!--will…` |
-//! | time per training step | about 2.0–2.8 ms (2-core x86-64, AVX2) | 9.8 ms |
+//! | time per training step | about 1.9 ms (2-core x86-64, AVX2, 2 threads) | 9.8 ms |
 //!
 //! The losses drift apart slowly because OpenBLAS adds up a matrix product in another order; the sample
 //! follows NumPy's for as long as the probabilities agree closely enough to pick the same characters.
@@ -141,7 +141,7 @@ pub fn run<W: Write + Send>(out: &mut W, cfg: &Config) -> Result<Report, Error> 
 
 fn run_in_pool<W: Write>(out: &mut W, cfg: &Config) -> Result<Report, Error> {
     let mut trainer = Trainer::new(cfg)?;
-    check_prompt(&trainer.dataset, &cfg.prompt)?; // now, not after two minutes of training
+    check_prompt(&trainer.dataset, &cfg.prompt)?; // now, not after a minute of training
     describe(out, &mut trainer)?;
 
     let mut progress = Progress::new("train", "steps", (0, trainer.steps), cfg.progress);
@@ -287,7 +287,7 @@ pub(crate) fn check(cfg: &Config) -> Result<(), Error> {
             )));
         }
     }
-    // Found out before training, not two minutes later when the file is written.
+    // Found out before training, not a minute later when the file is written.
     for (flag, path) in [("--loss-csv", &cfg.loss_csv), ("--plot", &cfg.plot)] {
         if let Some(dir) = path.as_deref().and_then(Path::parent)
             && !(dir.as_os_str().is_empty() || dir.is_dir())
