@@ -290,6 +290,12 @@ fn plot_and_csv_show_every_step() {
 }
 
 #[test]
+fn training_no_steps_says_so() {
+    let out = ok(&["train", "--max-steps", "0", "--quiet"]);
+    assert!(out.contains("trained no steps"), "{out}");
+}
+
+#[test]
 fn train_logs_in_the_nanogpt_form() {
     let out = ok(&["train", "--max-steps", "25", "--log-every", "10", "--quiet"]);
     let steps: Vec<&str> = out.lines().filter(|l| l.starts_with("step ")).collect();

@@ -490,6 +490,8 @@ fn report_end(
     let mean = recent.iter().map(|&l| f64::from(l)).sum::<f64>() / recent.len().max(1) as f64;
     if outcome == Outcome::Interrupted {
         writeln!(out, "interrupted after step {done} of {}", trainer.steps)?;
+    } else if recent.is_empty() {
+        writeln!(out, "trained no steps")?;
     } else {
         writeln!(
             out,
