@@ -41,12 +41,17 @@ impl SeedArgs {
 
 /// Prints `error: …` on one line and fails, or succeeds quietly. A closed pipe (`… | head`) is not an error.
 pub fn exit_code<E: Display>(result: Result<(), E>) -> ExitCode {
+    ExitCode::from(status(result))
+}
+
+/// [`exit_code`] as a number: 0 for success (or a closed pipe), 1 after printing the error.
+pub fn status<E: Display>(result: Result<(), E>) -> u8 {
     match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) if e.to_string().contains("Broken pipe") => ExitCode::SUCCESS,
+        Ok(()) => 0,
+        Err(e) if e.to_string().contains("Broken pipe") => 0,
         Err(e) => {
             eprintln!("error: {e}");
-            ExitCode::FAILURE
+            1
         }
     }
 }

@@ -220,14 +220,8 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> u8 {
         }
     }
     match cli.run(&mut std::io::stdout(), &STOP) {
-        Ok(Outcome::Done) => 0,
         Ok(Outcome::Interrupted) => INTERRUPTED,
-        // `s5_gpt … | head` closing the pipe early is not a failure.
-        Err(Error::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => 0,
-        Err(e) => {
-            eprintln!("error: {e}");
-            1
-        }
+        other => crate::cli::status(other.map(drop)),
     }
 }
 // ANCHOR_END: main
@@ -487,12 +481,12 @@ fn report_end(
 ) -> Result<(), Error> {
     let done = trainer.losses.len();
     let recent = &trainer.losses[done.saturating_sub(100)..];
-    let mean = recent.iter().map(|&l| f64::from(l)).sum::<f64>() / recent.len().max(1) as f64;
     if outcome == Outcome::Interrupted {
         writeln!(out, "interrupted after step {done} of {}", trainer.steps)?;
     } else if recent.is_empty() {
         writeln!(out, "trained no steps")?;
     } else {
+        let mean = recent.iter().map(|&l| f64::from(l)).sum::<f64>() / recent.len() as f64;
         writeln!(
             out,
             "trained {done} steps; mean loss of the last 100: {mean:.4}"

@@ -198,27 +198,11 @@ fn pack_a(packed: &mut Vec<f32>, a: Strided, rows: usize, k: usize) {
 /// the same order, so they give the same bits.
 fn multiply_packed(c: &mut [f32], a: Strided, b: &[f32], bias: Option<&[f32]>, k: usize, n: usize) {
     with_buffer(&PACKED_A, |a_packed| {
-        #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU supports AVX2, checked just above.
-            return unsafe { multiply_avx2(c, a, a_packed, b, bias, (k, n)) };
-        }
-        multiply_tiles(c, a, a_packed, b, bias, (k, n));
+        vectorised(
+            #[inline(always)]
+            || multiply_tiles(c, a, a_packed, b, bias, (k, n)),
+        )
     });
-}
-
-/// [`multiply_tiles`] compiled for AVX2, without FMA so that no multiply and add are fused.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-fn multiply_avx2(
-    c: &mut [f32],
-    a: Strided,
-    a_packed: &mut Vec<f32>,
-    b: &[f32],
-    bias: Option<&[f32]>,
-    (k, n): (usize, usize),
-) {
-    multiply_tiles(c, a, a_packed, b, bias, (k, n));
 }
 
 /// Walks `c` in tiles of MR rows; the last tile may have fewer.

@@ -56,11 +56,6 @@ impl Progress {
         self.bar.inc(1);
     }
 
-    /// The loss averaged over about the last 100 steps.
-    pub fn smoothed_loss(&self) -> Option<f64> {
-        self.smoothed
-    }
-
     /// Runs `print` with the bar out of the way, so that a line on stdout does not cut through it.
     pub fn suspend<R>(&self, print: impl FnOnce() -> R) -> R {
         self.bar.suspend(print)
