@@ -51,10 +51,6 @@ impl<'a> Strided<'a> {
         }
     }
 
-    fn at(self, i: usize, j: usize) -> f32 {
-        self.data[i * self.row_stride + j * self.col_stride]
-    }
-
     fn offset(self, rows: usize) -> Self {
         Strided {
             data: &self.data[rows * self.row_stride..],
@@ -66,8 +62,6 @@ impl<'a> Strided<'a> {
 thread_local! {
     /// The calling thread's copy of B in column panels, kept from product to product so none allocates.
     static PACKED_B: Cell<Vec<f32>> = const { Cell::new(Vec::new()) };
-    /// Each thread's copy of the A rows of the tile it works on.
-    static PACKED_A: Cell<Vec<f32>> = const { Cell::new(Vec::new()) };
 }
 
 /// Runs `f` with this thread's buffer from `slot`. The buffer is taken out for the call: while a thread
@@ -160,36 +154,32 @@ pub fn matmul_batched(
 /// Copies B into column panels of NR, each k×NR and contiguous, the last one padded with zeros. The
 /// padding only fills SIMD lanes whose results are never stored.
 fn pack_b(packed: &mut Vec<f32>, b: Strided, k: usize, n: usize) {
-    packed.clear();
+    // Every value is written below, so the buffer is only resized, never cleared first.
     packed.resize(n.div_ceil(NR) * k * NR, 0.0);
     for (panel, out) in packed.chunks_exact_mut(k * NR).enumerate() {
         let j0 = panel * NR;
         let width = NR.min(n - j0);
+        if width < NR {
+            out.fill(0.0);
+        }
         if b.col_stride == 1 {
-            // Row-major: each row of the panel is a run of `width` values.
-            for (p, out) in out.chunks_exact_mut(NR).enumerate() {
-                let start = p * b.row_stride + j0;
-                out[..width].copy_from_slice(&b.data[start..start + width]);
+            // Row-major: row p of the panel is a run of `width` values.
+            let rows = b.data[j0..].chunks(b.row_stride);
+            for (out, row) in out.chunks_exact_mut(NR).zip(rows) {
+                out[..width].copy_from_slice(&row[..width]);
             }
         } else {
-            // Any other layout (a transposed matrix): column by column.
+            // A transpose (row stride 1): column j is a run of k values from j·col_stride.
+            assert_eq!(
+                b.row_stride, 1,
+                "matmul: B must be row-major or a transpose"
+            );
             for q in 0..width {
-                for (p, out) in out.chunks_exact_mut(NR).enumerate() {
-                    out[q] = b.at(p, j0 + q);
+                let column = &b.data[(j0 + q) * b.col_stride..][..k];
+                for (out, &v) in out.chunks_exact_mut(NR).zip(column) {
+                    out[q] = v;
                 }
             }
-        }
-    }
-}
-
-/// Copies `rows` rows of `a` k-major into `packed` (k×rows), so the tile reads them in order whatever the
-/// strides.
-fn pack_a(packed: &mut Vec<f32>, a: Strided, rows: usize, k: usize) {
-    packed.clear();
-    packed.resize(k * rows, 0.0);
-    for (p, out) in packed.chunks_exact_mut(rows).enumerate() {
-        for (r, x) in out.iter_mut().enumerate() {
-            *x = a.at(r, p);
         }
     }
 }
@@ -197,12 +187,10 @@ fn pack_a(packed: &mut Vec<f32>, a: Strided, rows: usize, k: usize) {
 /// One thread's share of [`matmul`], using AVX2 when the CPU has it. Both paths do the same operations in
 /// the same order, so they give the same bits.
 fn multiply_packed(c: &mut [f32], a: Strided, b: &[f32], bias: Option<&[f32]>, k: usize, n: usize) {
-    with_buffer(&PACKED_A, |a_packed| {
-        vectorised(
-            #[inline(always)]
-            || multiply_tiles(c, a, a_packed, b, bias, (k, n)),
-        )
-    });
+    vectorised(
+        #[inline(always)]
+        || multiply_tiles(c, a, b, bias, (k, n)),
+    )
 }
 
 /// Walks `c` in tiles of MR rows; the last tile may have fewer.
@@ -210,20 +198,50 @@ fn multiply_packed(c: &mut [f32], a: Strided, b: &[f32], bias: Option<&[f32]>, k
 fn multiply_tiles(
     c: &mut [f32],
     a: Strided,
-    a_packed: &mut Vec<f32>,
     b: &[f32],
     bias: Option<&[f32]>,
     (k, n): (usize, usize),
 ) {
     for (t, c) in c.chunks_mut(MR * n).enumerate() {
-        let rows = c.len() / n;
-        pack_a(a_packed, a.offset(t * MR), rows, k);
-        match rows {
-            MR => tile::<MR>(c, a_packed, b, bias, k, n),
-            3 => tile::<3>(c, a_packed, b, bias, k, n),
-            2 => tile::<2>(c, a_packed, b, bias, k, n),
-            _ => tile::<1>(c, a_packed, b, bias, k, n),
+        let a = a.offset(t * MR);
+        match c.len() / n {
+            MR => tile(c, TileRows::<MR>::new(a, k), b, bias, n),
+            3 => tile(c, TileRows::<3>::new(a, k), b, bias, n),
+            2 => tile(c, TileRows::<2>::new(a, k), b, bias, n),
+            _ => tile(c, TileRows::<1>::new(a, k), b, bias, n),
         }
+    }
+}
+
+/// The R rows of A that one tile multiplies, read in place through A's strides. (Copying them into a
+/// packed block first cost as much as the arithmetic in the GPT's narrow products.)
+#[derive(Clone, Copy)]
+struct TileRows<'a, const R: usize> {
+    a: Strided<'a>,
+    k: usize,
+}
+
+impl<'a, const R: usize> TileRows<'a, R> {
+    /// Checks once that the farthest element, a[R−1][k−1], is inside `a.data`; every other element of the
+    /// tile lies before it, because both strides step forwards.
+    fn new(a: Strided<'a>, k: usize) -> Self {
+        if k > 0 {
+            let last = (R - 1) * a.row_stride + (k - 1) * a.col_stride;
+            assert!(
+                last < a.data.len(),
+                "matmul: A is too short for its strides"
+            );
+        }
+        TileRows { a, k }
+    }
+
+    /// a[r][p], for r < R and p < k.
+    #[inline(always)]
+    fn at(self, r: usize, p: usize) -> f32 {
+        assert!(r < R && p < self.k);
+        let index = r * self.a.row_stride + p * self.a.col_stride;
+        // SAFETY: r ≤ R−1 and p ≤ k−1, so `index` is at most the index `new` checked.
+        unsafe { *self.a.data.get_unchecked(index) }
     }
 }
 
@@ -233,17 +251,18 @@ fn multiply_tiles(
 #[inline(always)]
 fn tile<const R: usize>(
     c: &mut [f32],
-    a_packed: &[f32],
+    a: TileRows<R>,
     b_panels: &[f32],
     bias: Option<&[f32]>,
-    k: usize,
     n: usize,
 ) {
+    let k = a.k;
     for (panel, b_panel) in b_panels.chunks_exact(k * NR).enumerate() {
         let mut acc = [[0.0f32; NR]; R];
-        for (a_p, b_p) in a_packed.chunks_exact(R).zip(b_panel.chunks_exact(NR)) {
+        for (p, b_p) in (0..k).zip(b_panel.chunks_exact(NR)) {
             let b_p: &[f32; NR] = b_p.try_into().unwrap();
-            for (acc_r, &a_rp) in acc.iter_mut().zip(a_p) {
+            for (r, acc_r) in acc.iter_mut().enumerate() {
+                let a_rp = a.at(r, p);
                 for q in 0..NR {
                     acc_r[q] += a_rp * b_p[q];
                 }
@@ -447,7 +466,7 @@ mod tests {
             pack_b(&mut packed, Strided::rows(&b, n), k, n);
             let mut portable = vec![f32::NAN; m * n];
             let a = Strided::rows(&a, k);
-            multiply_tiles(&mut portable, a, &mut vec![], &packed, None, (k, n));
+            multiply_tiles(&mut portable, a, &packed, None, (k, n));
             assert_eq!(portable, want, "portable path {m}×{k}·{k}×{n}");
         }
     }
