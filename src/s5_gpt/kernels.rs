@@ -351,7 +351,7 @@ pub fn pairwise_sum_by(a: &[f32], f: impl Fn(f32) -> f32 + Copy) -> f32 {
 }
 
 // ANCHOR: tanh
-/// tanh of a float64, from +, −, × and ÷ alone, so that it vectorises and gives the same bits everywhere.
+/// tanh of L float64 lanes, from +, −, × and ÷ alone, so that it vectorises and gives the same bits everywhere.
 ///
 /// GELU needs 65,536 tanh per training step; a scalar library call for each costs more than all the
 /// matrix products. NumPy itself uses its own SIMD tanh here, not the C library's. This one agrees with
@@ -360,8 +360,12 @@ pub fn pairwise_sum_by(a: &[f32], f: impl Fn(f32) -> f32 + Copy) -> f32 {
 ///
 /// tanh(a) = e / (e + 2) with e = expm1(2a), and expm1(y) = 2ᵏ·expm1(r) + (2ᵏ − 1) for y = k·ln 2 + r,
 /// |r| ≤ ln2/2, where expm1(r) is its Taylor series to r¹³.
+///
+/// Each step runs over all L lanes before the next one starts. A lane's own operations, and so its bits,
+/// are those of `tanh([x])`; what changes is that the processor sees L independent chains side by side
+/// instead of one long chain at a time.
 #[inline(always)]
-pub fn tanh(x: f64) -> f64 {
+pub fn tanh<const L: usize>(x: [f64; L]) -> [f64; L] {
     // ln 2 split so that k·LN2_HI is exact (fdlibm's constants).
     const LN2_HI: f64 = 0.693_147_180_369_123_8; // 0x3fe62e42_fee00000
     const LN2_LO: f64 = 1.908_214_929_270_587_7e-10; // 0x3dea39ef_35793c76
@@ -383,16 +387,28 @@ pub fn tanh(x: f64) -> f64 {
         1.0 / 6.0,
         1.0 / 2.0,
     ];
-    let y = 2.0 * x.abs().min(20.0); // tanh(20) is 1 in float64
-    let rounded = y * INV_LN2 + ROUND;
-    let k = rounded - ROUND;
-    let r = (y - k * LN2_HI) - k * LN2_LO;
-    let series = INV_FACT.iter().fold(0.0, |s, &f| s * r + f);
-    let expm1_r = r + r * (r * series);
-    let two_k = f64::from_bits((rounded.to_bits() << 52).wrapping_add(1023 << 52));
-    let e = two_k * expm1_r + (two_k - 1.0);
-    let t = (e / (e + 2.0)).copysign(x);
-    if x.is_nan() { x } else { t }
+    let y = x.map(|x| 2.0 * x.abs().min(20.0)); // tanh(20) is 1 in float64
+    let rounded = y.map(|y| y * INV_LN2 + ROUND);
+    let mut r = [0.0; L];
+    for l in 0..L {
+        let k = rounded[l] - ROUND;
+        r[l] = (y[l] - k * LN2_HI) - k * LN2_LO;
+    }
+    let mut series = [0.0; L];
+    for f in INV_FACT {
+        for l in 0..L {
+            series[l] = series[l] * r[l] + f;
+        }
+    }
+    let mut t = [0.0; L];
+    for l in 0..L {
+        let expm1_r = r[l] + r[l] * (r[l] * series[l]);
+        let two_k = f64::from_bits((rounded[l].to_bits() << 52).wrapping_add(1023 << 52));
+        let e = two_k * expm1_r + (two_k - 1.0);
+        let tanh = (e / (e + 2.0)).copysign(x[l]);
+        t[l] = if x[l].is_nan() { x[l] } else { tanh };
+    }
+    t
 }
 // ANCHOR_END: tanh
 
@@ -477,20 +493,20 @@ mod tests {
         let (mut worst, mut exact) = (0, 0);
         for i in -200_000..=200_000 {
             let x = f64::from(i) * 1e-4 + 1e-9 * f64::from(i % 7); // −20 ..= 20, irregular steps
-            let e = ulps(tanh(x), libm::tanh(x));
+            let e = ulps(tanh([x])[0], libm::tanh(x));
             worst = worst.max(e);
             exact += usize::from(e == 0);
         }
         assert!(exact >= 380_000, "only {exact} of 400,001 exact");
         for x in [1e-300, 1e-20, 1e-8, 0.25, 0.5493, 0.55, 19.0, 25.0, 1e300] {
-            worst = worst.max(ulps(tanh(x), libm::tanh(x)));
-            worst = worst.max(ulps(tanh(-x), libm::tanh(-x)));
+            worst = worst.max(ulps(tanh([x])[0], libm::tanh(x)));
+            worst = worst.max(ulps(tanh([-x])[0], libm::tanh(-x)));
         }
         assert!(worst <= 3, "worst error {worst} ulps");
-        assert_eq!(tanh(0.0).to_bits(), 0.0f64.to_bits());
-        assert_eq!(tanh(-0.0).to_bits(), (-0.0f64).to_bits());
-        assert!(tanh(f64::NAN).is_nan());
-        assert_eq!(tanh(f64::INFINITY), 1.0);
+        assert_eq!(tanh([0.0])[0].to_bits(), 0.0f64.to_bits());
+        assert_eq!(tanh([-0.0])[0].to_bits(), (-0.0f64).to_bits());
+        assert!(tanh([f64::NAN])[0].is_nan());
+        assert_eq!(tanh([f64::INFINITY])[0], 1.0);
     }
 
     #[test]

@@ -444,39 +444,32 @@ impl Tape {
     }
 }
 
-/// Elements GELU works on at once: four independent AVX2 vectors of float64 in flight, so that the long
-/// chain of dependent operations in each tanh does not leave the processor waiting.
+/// Elements GELU works on at once: four AVX2 vectors of float64, whose tanh chains run side by side.
 const LANES: usize = 16;
 
 /// GELU of one block of elements; `tanh` gets each element's tanh.
 #[inline(always)]
 fn gelu_block(out: &mut [f32], tanh: &mut [f64], x: &[f32], c: f64) {
-    let mut chunks = out
-        .chunks_mut(LANES)
-        .zip(tanh.chunks_mut(LANES))
-        .zip(x.chunks(LANES));
     let arg = |x: f32| {
         let cube = (f64::from(x) * f64::from(x) * f64::from(x)) as f32; // x ** 3
         c * f64::from(x + 0.044715f32 * cube)
     };
     let gelu = |x: f32, t: f64| (f64::from(0.5f32 * x) * (1.0 + t)) as f32;
-    for ((out, tanh), x) in &mut chunks {
-        if let (Ok(out), Ok(tanh), Ok(x)) = (
-            <&mut [f32; LANES]>::try_from(&mut *out),
-            <&mut [f64; LANES]>::try_from(&mut *tanh),
-            <&[f32; LANES]>::try_from(x),
-        ) {
-            for l in 0..LANES {
-                tanh[l] = kernels::tanh(arg(x[l]));
-            }
-            for l in 0..LANES {
-                out[l] = gelu(x[l], tanh[l]);
-            }
+    let lanes = out
+        .chunks_mut(LANES)
+        .zip(tanh.chunks_mut(LANES))
+        .zip(x.chunks(LANES));
+    for ((out, tanh), x) in lanes {
+        if let Ok(x) = <[f32; LANES]>::try_from(x) {
+            tanh.copy_from_slice(&kernels::tanh(x.map(arg)));
         } else {
-            for ((o, t), &x) in out.iter_mut().zip(tanh).zip(x) {
-                *t = kernels::tanh(arg(x));
-                *o = gelu(x, *t);
+            // The last, shorter group: one element at a time, with the same operations.
+            for (t, &x) in tanh.iter_mut().zip(x) {
+                *t = kernels::tanh([arg(x)])[0];
             }
+        }
+        for ((o, &t), &x) in out.iter_mut().zip(&*tanh).zip(x) {
+            *o = gelu(x, t);
         }
     }
 }
