@@ -174,7 +174,7 @@ pub fn run(cfg: &Config, warmup: usize, steps: usize) -> Result<BenchReport, Err
         TIMING.store(false, Relaxed);
 
         Ok(BenchReport {
-            threads: rayon::current_num_threads(),
+            threads: super::team::threads(),
             steps,
             median: median(&mut times),
             flops_per_step: flops_per_step(&trainer.model.config, cfg.batch_size),

@@ -10,7 +10,7 @@
 //! * Threads split the *outputs* (rows of `c`), never a sum, so every thread count gives the same bits.
 //! * [`pairwise_sum`] is NumPy's float32 `np.sum` along a contiguous axis, replayed exactly.
 
-use rayon::prelude::*;
+use super::team;
 use std::cell::Cell;
 use std::thread::LocalKey;
 
@@ -64,8 +64,8 @@ thread_local! {
     static PACKED_B: Cell<Vec<f32>> = const { Cell::new(Vec::new()) };
 }
 
-/// Runs `f` with this thread's buffer from `slot`. The buffer is taken out for the call: while a thread
-/// waits for its helpers, rayon may give it another task, and a nested call then starts a buffer of its own.
+/// Runs `f` with this thread's buffer from `slot`. The buffer is taken out for the call, so a call nested
+/// inside it would start a buffer of its own rather than share this one.
 fn with_buffer<R>(
     slot: &'static LocalKey<Cell<Vec<f32>>>,
     f: impl FnOnce(&mut Vec<f32>) -> R,
@@ -79,7 +79,7 @@ fn with_buffer<R>(
 /// `c (m×n) = a (m×k) · b (k×n)`, plus `bias` (n) on every row if given; `c` is row-major and overwritten.
 ///
 /// The bias is added after the whole sum, as `x @ W.T + b` does. Rows of `c` are shared out among the
-/// threads of the current rayon pool (see [`super::Config::threads`]) when the product is large enough.
+/// training threads (see [`super::Config::threads`]) when the product is large enough.
 pub fn matmul(
     c: &mut [f32],
     a: Strided,
@@ -93,15 +93,17 @@ pub fn matmul(
     }
     with_buffer(&PACKED_B, |packed| {
         pack_b(packed, b, k, n);
-        let threads = rayon::current_num_threads();
+        let threads = team::threads();
         if threads == 1 || m * k * n < PARALLEL_MIN_WORK || m <= MR {
             return multiply_packed(c, a, packed, bias, k, n);
         }
-        // One task per thread, each a band of whole MR-row tiles: one wake-up per product.
+        // One task per thread, each a band of whole MR-row tiles: one hand-off per product.
         let rows_per_task = m.div_ceil(MR).div_ceil(threads) * MR;
-        c.par_chunks_mut(rows_per_task * n)
-            .enumerate()
-            .for_each(|(t, c)| multiply_packed(c, a.offset(t * rows_per_task), packed, bias, k, n));
+        let packed = &*packed;
+        let bands = c.chunks_mut(rows_per_task * n).enumerate();
+        team::for_each(bands, |(t, c)| {
+            multiply_packed(c, a.offset(t * rows_per_task), packed, bias, k, n)
+        });
     });
 }
 
@@ -134,20 +136,19 @@ pub fn matmul_batched(
             multiply_packed(c, a_i, packed, None, k, n);
         });
     };
-    let threads = rayon::current_num_threads();
+    let threads = team::threads();
     if threads == 1 || batch * m * k * n < PARALLEL_MIN_WORK {
         c.chunks_mut(m * n)
             .enumerate()
             .for_each(|(i, c)| item(i, c));
     } else {
         let items_per_task = batch.div_ceil(threads);
-        c.par_chunks_mut(items_per_task * m * n)
-            .enumerate()
-            .for_each(|(t, c)| {
-                for (i, c) in c.chunks_mut(m * n).enumerate() {
-                    item(t * items_per_task + i, c);
-                }
-            });
+        let bands = c.chunks_mut(items_per_task * m * n).enumerate();
+        team::for_each(bands, |(t, c)| {
+            for (i, c) in c.chunks_mut(m * n).enumerate() {
+                item(t * items_per_task + i, c);
+            }
+        });
     }
 }
 
@@ -261,8 +262,8 @@ fn tile<const R: usize>(
         let mut acc = [[0.0f32; NR]; R];
         for (p, b_p) in (0..k).zip(b_panel.chunks_exact(NR)) {
             let b_p: &[f32; NR] = b_p.try_into().unwrap();
-            for (r, acc_r) in acc.iter_mut().enumerate() {
-                let a_rp = a.at(r, p);
+            let a_p: [f32; R] = std::array::from_fn(|r| a.at(r, p));
+            for (acc_r, &a_rp) in acc.iter_mut().zip(&a_p) {
                 for q in 0..NR {
                     acc_r[q] += a_rp * b_p[q];
                 }
@@ -456,11 +457,7 @@ mod tests {
                 .map(|(i, c)| c + bias[i % n])
                 .collect();
             for threads in [1, 2] {
-                let pool = rayon::ThreadPoolBuilder::new()
-                    .num_threads(threads)
-                    .build()
-                    .unwrap();
-                pool.install(|| {
+                team::with_team(threads, || {
                     let product = |a: Strided, b: Strided, bias| {
                         let mut c = vec![f32::NAN; m * n];
                         matmul(&mut c, a, b, bias, (m, k, n));
@@ -476,7 +473,8 @@ mod tests {
                     let (a2, b2) = ([&a[..], &a].concat(), [&bt[..], &bt].concat());
                     matmul_batched(&mut batched, (&a2, false), (&b2, true), 2, (m, k, n));
                     assert_eq!(batched, [&want[..], &want].concat(), "batched");
-                });
+                })
+                .unwrap();
             }
             let mut packed = vec![];
             pack_b(&mut packed, Strided::rows(&b, n), k, n);

@@ -48,6 +48,7 @@ pub mod ops;
 pub mod optim;
 pub mod progress;
 pub mod tape;
+pub mod team;
 pub mod train;
 
 use std::io::Write;
@@ -239,7 +240,7 @@ pub fn check_prompt(dataset: &CharDataset, prompt: &str) -> Result<(), Error> {
 /// More worker threads than any machine this crate runs on has cores.
 pub const MAX_THREADS: usize = 256;
 
-/// Runs `f` on a pool of `threads` workers (0: one per core); the kernels share their rows among them.
+/// Runs `f` with `threads` training threads (0: one per core); the kernels share their rows among them.
 ///
 /// The results are the same bits for every `threads`; only the speed changes.
 pub fn with_threads<T: Send>(threads: usize, f: impl FnOnce() -> T + Send) -> Result<T, Error> {
@@ -248,11 +249,8 @@ pub fn with_threads<T: Send>(threads: usize, f: impl FnOnce() -> T + Send) -> Re
             "--threads {threads} is out of range; use 0 (one per core) to {MAX_THREADS}"
         )));
     }
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .map_err(|e| Error::Config(format!("cannot start {threads} threads: {e}")))?;
-    Ok(pool.install(f))
+    team::with_team(threads, f)
+        .map_err(|e| Error::Config(format!("cannot start {threads} threads: {e}")))
 }
 
 /// The sizes a run accepts: flag, value, the largest allowed, the tutorial's. The limits are far above the

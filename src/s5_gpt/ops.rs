@@ -12,7 +12,7 @@
 use super::bench::Part;
 use super::kernels::{self, Strided, matmul, matmul_batched, pairwise_sum};
 use super::tape::{Grads, NodeId, Spare, Tape, Tensor};
-use rayon::prelude::*;
+use super::team;
 
 /// What made a node, with what its gradient needs.
 #[derive(Debug)]
@@ -260,7 +260,7 @@ fn matmul_backward(
     let n = bv.last_dim();
     let mut da = grads.spare.take(av.data.len()); // (…, M, K)
     let mut db = grads.spare.take(bv.data.len()); // (…, K, N)
-    rayon::join(
+    team::join(
         || matmul_batched(&mut da, (g, false), (&bv.data, true), batch, (m, n, k)),
         || matmul_batched(&mut db, (&av.data, true), (g, false), batch, (k, m, n)),
     );
@@ -361,9 +361,8 @@ fn softmax_row(x: &[f32], out: &mut [f32]) {
 
 /// [`softmax_row`] of every row of `x` (rows of `width`) into `out`, a band of rows per thread.
 fn softmax_rows(x: &[f32], out: &mut [f32], width: usize) {
-    let band = (x.len() / width).div_ceil(rayon::current_num_threads()) * width;
-    let bands = x.par_chunks(band).zip(out.par_chunks_mut(band));
-    bands.for_each(|(x, out)| {
+    let band = (x.len() / width).div_ceil(team::threads()) * width;
+    team::for_each(x.chunks(band).zip(out.chunks_mut(band)), |(x, out)| {
         for (x, o) in x.chunks_exact(width).zip(out.chunks_exact_mut(width)) {
             softmax_row(x, o);
         }
@@ -413,9 +412,7 @@ fn gelu_c() -> f64 {
 
 /// Splits `len` elements into one block per thread, a multiple of 64 each.
 fn block_per_thread(len: usize) -> usize {
-    len.div_ceil(rayon::current_num_threads())
-        .next_multiple_of(64)
-        .max(64)
+    len.div_ceil(team::threads()).next_multiple_of(64).max(64)
 }
 
 impl Tape {
@@ -430,15 +427,13 @@ impl Tape {
         let c = gelu_c();
         // A block of elements per thread; each element's arithmetic is the same wherever it runs.
         let block = block_per_thread(len);
-        let blocks = out.par_chunks_mut(block).zip(tanh.par_chunks_mut(block));
-        blocks
-            .zip(xv.data.par_chunks(block))
-            .for_each(|((out, tanh), x)| {
-                kernels::vectorised(
-                    #[inline(always)]
-                    || gelu_block(out, tanh, x, c),
-                )
-            });
+        let blocks = out.chunks_mut(block).zip(tanh.chunks_mut(block));
+        team::for_each(blocks.zip(xv.data.chunks(block)), |((out, tanh), x)| {
+            kernels::vectorised(
+                #[inline(always)]
+                || gelu_block(out, tanh, x, c),
+            )
+        });
         let out = Tensor::new(&xv.shape, out); // (B, T, 4C)
         self.push(out, Op::Gelu { x, tanh })
     }
@@ -480,9 +475,9 @@ fn gelu_backward(g: &[f32], x: NodeId, xv: &Tensor, tanh: &[f64], grads: &mut Gr
     let k = (3.0f64 * 0.044715) as f32;
     let mut dx = grads.spare.take(g.len());
     let block = block_per_thread(g.len());
-    let blocks = dx.par_chunks_mut(block).zip(xv.data.par_chunks(block));
-    let blocks = blocks.zip(tanh.par_chunks(block)).zip(g.par_chunks(block));
-    blocks.for_each(|(((dx, x), tanh), g)| {
+    let blocks = dx.chunks_mut(block).zip(xv.data.chunks(block));
+    let blocks = blocks.zip(tanh.chunks(block)).zip(g.chunks(block));
+    team::for_each(blocks, |(((dx, x), tanh), g)| {
         kernels::vectorised(
             #[inline(always)]
             move || {
@@ -538,7 +533,7 @@ fn linear_backward(
     let mut dw = grads.spare.take(n_out * n_in); // (out, in)
     let (g_rows, g_t) = (Strided::rows(g, n_out), Strided::transposed(g, n_out));
     let (w_rows, x_rows) = (Strided::rows(&wv.data, n_in), Strided::rows(&xv.data, n_in));
-    rayon::join(
+    team::join(
         || matmul(&mut dx, g_rows, w_rows, None, (rows, n_out, n_in)),
         || matmul(&mut dw, g_t, x_rows, None, (n_out, rows, n_in)),
     );

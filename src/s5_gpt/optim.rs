@@ -6,7 +6,10 @@
 
 use super::kernels::{self, pairwise_sum_by};
 use super::tape::Tensor;
-use rayon::prelude::*;
+use super::team;
+
+/// Elements per piece of work when the threads share out AdamW's update.
+const BLOCK: usize = 2048;
 
 // ANCHOR: adamw
 /// AdamW with decoupled weight decay and one step counter shared by all parameters.
@@ -57,24 +60,31 @@ impl AdamW {
         let c1 = f(1.0 - libm::pow(self.beta1, f64::from(self.t)));
         let c2 = f(1.0 - libm::pow(self.beta2, f64::from(self.t)));
         let (lr, eps, wd) = (f(self.lr), f(self.eps), f(self.weight_decay));
-        // Tensors are independent, so the threads share them out; each element's arithmetic is the same
-        // wherever it runs.
-        let tensors = params
-            .par_iter_mut()
-            .zip(grads)
-            .zip(&mut self.m)
-            .zip(&mut self.v);
-        tensors.for_each(|(((p, g), m), v)| {
-            // An empty gradient is zeros: with g = 0 the moments still decay and the weights still move.
-            let zeros = [0.0].repeat(if g.is_empty() { p.data.len() } else { 0 });
-            let g = if g.is_empty() { &zeros } else { g };
-            let decay = p.ndim() >= 2; // weights and embeddings, not biases
+        // An empty gradient is zeros: with g = 0 the moments still decay and the weights still move.
+        let zeros: Vec<Vec<f32>> = (params.iter().zip(grads))
+            .map(|(p, g)| vec![0.0; if g.is_empty() { p.data.len() } else { 0 }])
+            .collect();
+        // Elements are independent, so the threads share them out in blocks; each element's arithmetic
+        // is the same wherever it runs.
+        let tensors = params.iter_mut().zip(grads).zip(&zeros);
+        let blocks = tensors.zip(self.m.iter_mut().zip(&mut self.v)).flat_map(
+            |(((p, g), zeros), (m, v))| {
+                let g = if g.is_empty() { zeros } else { g };
+                let decay = p.ndim() >= 2; // weights and embeddings, not biases
+                let (w, g) = (p.data.chunks_mut(BLOCK), g.chunks(BLOCK));
+                let (m, v) = (m.chunks_mut(BLOCK), v.chunks_mut(BLOCK));
+                w.zip(g)
+                    .zip(m.zip(v))
+                    .map(move |(w_g, m_v)| (w_g, m_v, decay))
+            },
+        );
+        team::for_each(blocks, |((w, g), (m, v), decay)| {
             // Each element's operations are correctly rounded IEEE ones, so SIMD lanes give the same bits.
             // `move` copies the scalars into the closure, so the compiler keeps them in registers.
             kernels::vectorised(
                 #[inline(always)]
                 move || {
-                    let elements = p.data.iter_mut().zip(g).zip(m.iter_mut()).zip(v.iter_mut());
+                    let elements = w.iter_mut().zip(g).zip(m.iter_mut()).zip(v.iter_mut());
                     for (((w, &g), m), v) in elements {
                         *m = b1 * *m + one_b1 * g;
                         *v = b2 * *v + one_b2 * (g * g);
@@ -114,20 +124,18 @@ impl AdamW {
 /// Python doubles, and `grad *= scale` multiplies in float64 and rounds back to float32.
 pub fn clip_grad_norm(grads: &mut [Vec<f32>], max_norm: f64) -> f64 {
     // Each tensor's sum on any thread; the float64 total adds them in order.
-    let sums: Vec<f32> = grads
-        .par_iter()
-        .map(|g| {
-            kernels::vectorised(
-                #[inline(always)]
-                || pairwise_sum_by(g, |x| x * x),
-            )
-        })
-        .collect();
+    let mut sums = vec![0.0f32; grads.len()];
+    team::for_each(sums.iter_mut().zip(grads.iter()), |(sum, g)| {
+        *sum = kernels::vectorised(
+            #[inline(always)]
+            || pairwise_sum_by(g, |x| x * x),
+        )
+    });
     let total = sums.iter().fold(0.0f64, |total, &s| total + f64::from(s));
     let norm = total.sqrt();
     if norm > max_norm && max_norm > 0.0 {
         let scale = max_norm / (norm + 1e-6);
-        grads.par_iter_mut().for_each(|g| {
+        team::for_each(grads.iter_mut(), |g| {
             kernels::vectorised(
                 #[inline(always)]
                 || {
