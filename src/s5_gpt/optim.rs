@@ -123,9 +123,12 @@ impl AdamW {
 /// Each tensor's Σg² is a float32 NumPy sum; the running total, the square root and the scale are
 /// Python doubles, and `grad *= scale` multiplies in float64 and rounds back to float32.
 pub fn clip_grad_norm(grads: &mut [Vec<f32>], max_norm: f64) -> f64 {
-    // Each tensor's sum on any thread; the float64 total adds them in order.
+    // Each tensor's sum on any thread, largest tensors first so that the threads get even shares; the
+    // float64 total then adds the sums in the tensors' order.
     let mut sums = vec![0.0f32; grads.len()];
-    team::for_each(sums.iter_mut().zip(grads.iter()), |(sum, g)| {
+    let mut tensors: Vec<_> = sums.iter_mut().zip(grads.iter()).collect();
+    tensors.sort_by_key(|(_, g)| std::cmp::Reverse(g.len()));
+    team::for_each(tensors, |(sum, g)| {
         *sum = kernels::vectorised(
             #[inline(always)]
             || pairwise_sum_by(g, |x| x * x),
