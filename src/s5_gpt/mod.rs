@@ -15,6 +15,7 @@
 //! | [`train`] | `GPTTrainer.train` and `.test` |
 //! | [`generate`](mod@generate) | `GPTTrainer.generate` |
 //! | [`kernels`] | what NumPy and OpenBLAS do underneath: the matrix product and `np.sum` |
+//! | [`team`] | OpenBLAS's threads: the helpers that share out each product's rows |
 //!
 //! Expected figures with the default [`Config`] (the tutorial's: batch 4, context 32, width 64, 2 blocks,
 //! lr 1e-3, 2 epochs = 31,368 steps, seed 42):
@@ -25,7 +26,7 @@
 //! | losses of steps 0–299 | within 7e-7 of a NumPy float32 re-run | |
 //! | mean test loss after 31,368 steps | **2.040761** | 2.0406120 (seed text), 2.0406033 (a re-run) |
 //! | the sample | `ROMEO:\nFamtany at yow,…` | `ROMEO:\nFamtany at!--will…` |
-//! | time per training step | about 1.9 ms (2-core x86-64, AVX2, 2 threads) | 9.8 ms |
+//! | time per training step | about 1.2–1.6 ms (2-core x86-64, AVX2, 2 threads) | 9.8 ms |
 //!
 //! The losses drift apart slowly because OpenBLAS adds up a matrix product in another order; the sample
 //! follows NumPy's for as long as the probabilities agree closely enough to pick the same characters.

@@ -6,12 +6,14 @@
 //! so it starts a new job within a fraction of a microsecond; it only goes to sleep after [`SPIN`] without
 //! work (between runs, or while a checkpoint is written).
 //!
-//! Work is handed out only as independent items (rows of a product, blocks of GELU, whole tensors), and
-//! item `i` always runs on thread `i mod threads`, so every thread count gives the same bits.
+//! Work is handed out only as independent items (rows of a product, blocks of GELU, blocks of AdamW), and
+//! each thread takes the next item not yet taken. Which thread runs an item changes from run to run, but
+//! never what the item computes, so every thread count gives the same bits. A helper that the machine
+//! has not scheduled in time simply gets no items: the calling thread takes them all and does not wait.
 
 use std::cell::{Cell, RefCell};
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -19,8 +21,13 @@ use std::time::{Duration, Instant};
 /// How long an idle helper spins before it sleeps.
 const SPIN: Duration = Duration::from_micros(300);
 
-/// One job: called once on each thread with that thread's index.
-type Job<'a> = dyn Fn(usize) + Sync + 'a;
+/// One job: called on the calling thread and on every helper that joins in time.
+type Job<'a> = dyn Fn() + Sync + 'a;
+
+/// In [`Shared::state`]: set once the calling thread has run out of work, after which no helper joins.
+const CLOSED: u64 = 1 << 31;
+/// In [`Shared::state`]: the count of helpers that joined the current job.
+const JOINED: u64 = CLOSED - 1;
 
 thread_local! {
     /// The team of the current [`with_team`] call on this thread.
@@ -31,12 +38,13 @@ thread_local! {
 
 /// What the calling thread and its helpers share.
 struct Shared {
-    /// Counts the jobs handed out; a helper waits for it to change.
-    generation: AtomicUsize,
-    /// The current job, valid while `finished` is below the number of helpers (see [`Team::run`]).
+    /// `generation << 32 | CLOSED | joined`: the job's number (a helper waits for it to change), whether
+    /// it is closed, and how many helpers joined it.
+    state: AtomicU64,
+    /// The current job, valid while a helper that joined has not finished (see [`Team::run`]).
     job: Mutex<Option<&'static Job<'static>>>,
     /// Helpers done with the current job.
-    finished: AtomicUsize,
+    finished: AtomicU64,
     /// Set if a helper's part of the job panicked.
     panicked: AtomicBool,
     /// Helpers asleep on `wake`.
@@ -57,9 +65,9 @@ struct Team {
 impl Team {
     fn new(threads: usize) -> std::io::Result<Team> {
         let shared = Arc::new(Shared {
-            generation: AtomicUsize::new(0),
+            state: AtomicU64::new(CLOSED),
             job: Mutex::new(None),
-            finished: AtomicUsize::new(0),
+            finished: AtomicU64::new(0),
             panicked: AtomicBool::new(false),
             sleeping: AtomicUsize::new(0),
             sleep: Mutex::new(()),
@@ -75,28 +83,31 @@ impl Team {
             let shared = shared.clone();
             let helper = std::thread::Builder::new()
                 .name(format!("s5-helper-{index}"))
-                .spawn(move || helper(&shared, index))?;
+                .spawn(move || helper(&shared))?;
             team.helpers.push(helper);
         }
         Ok(team)
     }
 
-    /// Runs `job(t)` on every thread t (the caller is thread 0) and returns when all are done.
+    /// Runs `job` on this thread and on every helper that joins before this thread's call returns, and
+    /// returns once all of those are done too.
     fn run(&self, job: &Job<'_>) {
         let shared = &self.shared;
-        // SAFETY: the helpers only call `job` between the generation bump below and their `finished`
-        // increment, and `wait` (run on return and on unwind alike) does not return before every helper
-        // has made that increment and the slot is cleared. So `job` is never used after this call ends.
+        // SAFETY: a helper calls `job` only after joining (see `join_job`), and joining is impossible once
+        // `WaitForHelpers` has closed the job; it then waits, on return and on unwind alike, until every
+        // helper that joined has finished and the slot is cleared. So `job` is never used after this call.
         let job = unsafe { std::mem::transmute::<&Job<'_>, &'static Job<'static>>(job) };
         *shared.job.lock().unwrap() = Some(job);
         shared.finished.store(0, SeqCst);
-        shared.generation.fetch_add(1, SeqCst);
+        shared.panicked.store(false, SeqCst);
+        let generation = (shared.state.load(SeqCst) >> 32) + 1;
+        shared.state.store(generation << 32, SeqCst);
         if shared.sleeping.load(SeqCst) > 0 {
             let _lock = shared.sleep.lock().unwrap();
             shared.wake.notify_all();
         }
-        let wait = WaitForHelpers(self);
-        in_job(|| job(0));
+        let wait = WaitForHelpers(shared);
+        in_job(job);
         drop(wait);
         if shared.panicked.swap(false, SeqCst) {
             panic!("a training thread panicked");
@@ -104,13 +115,15 @@ impl Team {
     }
 }
 
-/// Waits until every helper has finished the current job, then clears it; see [`Team::run`].
-struct WaitForHelpers<'a>(&'a Team);
+/// Closes the current job to helpers, waits until every helper that joined has finished, then clears the
+/// job; see [`Team::run`].
+struct WaitForHelpers<'a>(&'a Shared);
 
 impl Drop for WaitForHelpers<'_> {
     fn drop(&mut self) {
-        let shared = &self.0.shared;
-        while !spin_round(|| shared.finished.load(SeqCst) == self.0.helpers.len()) {}
+        let shared = self.0;
+        let joined = shared.state.fetch_or(CLOSED, SeqCst) & JOINED;
+        while !spin_round(|| shared.finished.load(SeqCst) == joined) {}
         *shared.job.lock().unwrap() = None;
     }
 }
@@ -118,7 +131,7 @@ impl Drop for WaitForHelpers<'_> {
 impl Drop for Team {
     fn drop(&mut self) {
         self.shared.stop.store(true, SeqCst);
-        self.shared.generation.fetch_add(1, SeqCst);
+        self.shared.state.fetch_add(1 << 32, SeqCst);
         drop(self.shared.sleep.lock().unwrap());
         self.shared.wake.notify_all();
         for helper in self.helpers.drain(..) {
@@ -127,42 +140,52 @@ impl Drop for Team {
     }
 }
 
-/// A helper's life: wait for a new generation, run its part of the job, report, repeat.
-fn helper(shared: &Shared, index: usize) {
+/// A helper's life: wait for a new job, join it if it is still open, run it, report, repeat.
+fn helper(shared: &Shared) {
     let mut seen = 0;
     loop {
         seen = wait_for_job(shared, seen);
         if shared.stop.load(SeqCst) {
             return;
         }
+        if !join_job(shared, seen) {
+            continue; // the calling thread already did all of it
+        }
         let job = shared
             .job
             .lock()
             .unwrap()
-            .expect("a job comes with its generation");
-        if catch_unwind(AssertUnwindSafe(|| in_job(|| job(index)))).is_err() {
+            .expect("a job stays in its slot until its helpers finish");
+        if catch_unwind(AssertUnwindSafe(|| in_job(job))).is_err() {
             shared.panicked.store(true, SeqCst);
         }
         shared.finished.fetch_add(1, SeqCst);
     }
 }
 
-/// Spins until the generation moves past `seen`, sleeping if that takes longer than [`SPIN`].
-fn wait_for_job(shared: &Shared, seen: usize) -> usize {
+/// Counts this helper into job `generation` if that job is still the current one and still open.
+fn join_job(shared: &Shared, generation: u64) -> bool {
+    let join = |state: u64| (state >> 32 == generation && state & CLOSED == 0).then_some(state + 1);
+    shared.state.fetch_update(SeqCst, SeqCst, join).is_ok()
+}
+
+/// Spins until the job number moves past `seen`, sleeping if that takes longer than [`SPIN`].
+fn wait_for_job(shared: &Shared, seen: u64) -> u64 {
+    let generation = || shared.state.load(SeqCst) >> 32;
     let started = Instant::now();
     loop {
-        if spin_round(|| shared.generation.load(SeqCst) != seen) {
-            return shared.generation.load(SeqCst);
+        if spin_round(|| generation() != seen) {
+            return generation();
         }
         if started.elapsed() > SPIN {
             let mut lock = shared.sleep.lock().unwrap();
             shared.sleeping.fetch_add(1, SeqCst);
-            // Checked again under the lock: `run` bumps the generation before it looks for sleepers.
-            while shared.generation.load(SeqCst) == seen {
+            // Checked again under the lock: `run` moves to the next job before it looks for sleepers.
+            while generation() == seen {
                 lock = shared.wake.wait(lock).unwrap();
             }
             shared.sleeping.fetch_sub(1, SeqCst);
-            return shared.generation.load(SeqCst);
+            return generation();
         }
     }
 }
@@ -225,22 +248,23 @@ pub fn threads() -> usize {
     current().map_or(1, |team| team.threads)
 }
 
-/// Calls `f` on every item, item `i` on thread `i mod threads`. Items are independent pieces of work,
-/// e.g. `(output rows, input rows)` pairs.
+/// Calls `f` on every item, each on whichever thread takes it first. Items are independent pieces of
+/// work, e.g. `(output rows, input rows)` pairs.
 pub fn for_each<I: Send>(items: impl IntoIterator<Item = I>, f: impl Fn(I) + Sync) {
     let Some(team) = current() else {
         return items.into_iter().for_each(f);
     };
     let items: Vec<Mutex<Option<I>>> = items.into_iter().map(|i| Mutex::new(Some(i))).collect();
-    team.run(&|t| {
-        for item in items.iter().skip(t).step_by(team.threads) {
+    let next = AtomicUsize::new(0);
+    team.run(&|| {
+        while let Some(item) = items.get(next.fetch_add(1, SeqCst)) {
             let item = item.lock().unwrap().take();
             f(item.expect("each item is taken once"));
         }
     });
 }
 
-/// Runs `a` on this thread and `b` on a helper, and returns both results.
+/// Runs `a` and `b`, on two threads if a helper is free, and returns both results.
 pub fn join<RA: Send, RB: Send>(
     a: impl FnOnce() -> RA + Send,
     b: impl FnOnce() -> RB + Send,
@@ -260,38 +284,42 @@ mod tests {
     use super::*;
 
     #[test]
-    fn items_go_to_fixed_threads_and_all_run() {
-        let seen: Vec<Mutex<Option<String>>> = (0..7).map(|_| Mutex::new(None)).collect();
+    fn every_item_runs_once_and_forks_inside_stay_on_their_thread() {
+        let runs: Vec<AtomicUsize> = (0..100).map(|_| AtomicUsize::new(0)).collect();
         with_team(3, || {
             assert_eq!(threads(), 3);
-            for_each(0..7, |i| {
+            for_each(0..100, |i| {
                 assert_eq!(threads(), 1, "work forked inside a job stays on its thread");
-                let name = std::thread::current().name().map(str::to_owned);
-                *seen[i].lock().unwrap() = Some(name.unwrap_or_default());
+                runs[i].fetch_add(1, SeqCst);
             });
         })
         .unwrap();
-        let names: Vec<String> = seen
-            .into_iter()
-            .map(|s| s.into_inner().unwrap().unwrap())
-            .collect();
-        for (i, name) in names.iter().enumerate() {
-            assert_eq!(name, &names[i % 3], "item {i}");
-        }
-        assert_eq!(names[1], "s5-helper-1");
+        assert!(runs.iter().all(|r| r.load(SeqCst) == 1));
         assert_eq!(threads(), 1, "no team after with_team returns");
     }
 
+    /// Two items that each wait until both have started: only two threads at once can finish them.
+    fn rendezvous() -> u32 {
+        let started = AtomicUsize::new(0);
+        let item = |value: u32| {
+            started.fetch_add(1, SeqCst);
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while started.load(SeqCst) < 2 {
+                assert!(Instant::now() < deadline, "no helper took the second item");
+                std::thread::yield_now();
+            }
+            value
+        };
+        let (a, b) = join(|| item(6), || item(7));
+        a * b
+    }
+
     #[test]
-    fn join_returns_both_results_and_helpers_wake_after_sleeping() {
+    fn a_helper_takes_work_even_after_it_fell_asleep() {
         with_team(2, || {
             for pause in [0, 2] {
                 std::thread::sleep(Duration::from_millis(pause)); // longer than SPIN: the helper sleeps
-                let (a, b) = join(
-                    || 6 * 7,
-                    || std::thread::current().name().map(str::to_owned),
-                );
-                assert_eq!((a, b.as_deref()), (42, Some("s5-helper-1")));
+                assert_eq!(rendezvous(), 42);
             }
         })
         .unwrap();
