@@ -3,8 +3,8 @@
 //! A training step forks and joins about thirty times, and most of its pieces of work take 5 to 40 µs. A
 //! general-purpose pool puts an idle worker to sleep, or makes it yield to the kernel, and on a virtual
 //! machine waking it costs as much as the piece of work. A helper here spins on an atomic counter instead,
-//! so it starts a new job within a fraction of a microsecond; it only goes to sleep after some hundreds of µs without
-//! work (between runs, or while a checkpoint is written).
+//! so it starts a new job within a fraction of a microsecond; it only goes to sleep after a few hundred
+//! µs without work (between runs, or while a checkpoint is written).
 //!
 //! Work is handed out only as independent items (rows of a product, blocks of GELU, blocks of AdamW), and
 //! each thread takes the next item not yet taken. Which thread runs an item changes from run to run, but
