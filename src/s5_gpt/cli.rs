@@ -268,7 +268,7 @@ impl Cli {
     }
 
     /// Runs the command, writing its report to `out`. Training stops at the next step once `stop` is set.
-    pub fn run(self, out: &mut (impl Write + Send), stop: &AtomicBool) -> Result<Outcome, Error> {
+    pub fn run(self, out: &mut impl Write, stop: &AtomicBool) -> Result<Outcome, Error> {
         match self.command {
             None => chapter(self.chapter, out).map(|()| Outcome::Done),
             Some(Command::Train(args)) => train(args, out, stop),
@@ -309,7 +309,7 @@ fn warn_about_corpus(data: &Option<PathBuf>) {
     }
 }
 
-fn chapter(args: ChapterArgs, out: &mut (impl Write + Send)) -> Result<(), Error> {
+fn chapter(args: ChapterArgs, out: &mut impl Write) -> Result<(), Error> {
     let cfg = Config {
         prompt: args.prompt,
         sample_len: args.sample_len,
@@ -329,11 +329,7 @@ fn bench(cfg: &Config, steps: usize, out: &mut impl Write) -> Result<(), Error> 
 
 // ANCHOR: train
 /// `s5_gpt train`: trains from scratch or from `--resume DIR`, logs, saves, and stops cleanly on Ctrl-C.
-fn train(
-    args: TrainArgs,
-    out: &mut (impl Write + Send),
-    stop: &AtomicBool,
-) -> Result<Outcome, Error> {
+fn train(args: TrainArgs, out: &mut impl Write, stop: &AtomicBool) -> Result<Outcome, Error> {
     let mut cfg = args.model.config(&args.run);
     let resumed = match &args.resume {
         Some(dir) => {
@@ -506,7 +502,7 @@ fn report_end(
 }
 
 /// `s5_gpt generate`: a sample from a checkpoint.
-fn generate_cmd(args: GenerateArgs, out: &mut (impl Write + Send)) -> Result<(), Error> {
+fn generate_cmd(args: GenerateArgs, out: &mut impl Write) -> Result<(), Error> {
     let saved = checkpoint::load(&args.checkpoint)?;
     let t = args.temperature;
     if !(t.is_finite() && t > 0.0) {
@@ -535,7 +531,7 @@ fn generate_cmd(args: GenerateArgs, out: &mut (impl Write + Send)) -> Result<(),
 }
 
 /// `s5_gpt eval`: the checkpoint's mean loss over the test batches of its corpus.
-fn eval(args: EvalArgs, out: &mut (impl Write + Send)) -> Result<(), Error> {
+fn eval(args: EvalArgs, out: &mut impl Write) -> Result<(), Error> {
     let saved = checkpoint::load(&args.checkpoint)?;
     warn_about_corpus(&args.data);
     let cfg = Config {

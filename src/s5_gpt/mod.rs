@@ -135,13 +135,11 @@ pub struct Report {
 }
 
 /// Runs the chapter: load, train, test, generate; writes the report to `out` and returns the figures.
-///
-/// `out` must be `Send` because the run happens on the worker pool (`std::io::stdout()` and `Vec<u8>` are).
-pub fn run<W: Write + Send>(out: &mut W, cfg: &Config) -> Result<Report, Error> {
-    with_threads(cfg.threads, || run_in_pool(out, cfg))?
+pub fn run<W: Write>(out: &mut W, cfg: &Config) -> Result<Report, Error> {
+    with_threads(cfg.threads, || run_chapter(out, cfg))?
 }
 
-fn run_in_pool<W: Write>(out: &mut W, cfg: &Config) -> Result<Report, Error> {
+fn run_chapter<W: Write>(out: &mut W, cfg: &Config) -> Result<Report, Error> {
     let mut trainer = Trainer::new(cfg)?;
     check_prompt(&trainer.dataset, &cfg.prompt)?; // now, not after a minute of training
     describe(out, &mut trainer)?;
@@ -244,7 +242,7 @@ pub const MAX_THREADS: usize = 256;
 /// Runs `f` with `threads` training threads (0: one per core); the kernels share their rows among them.
 ///
 /// The results are the same bits for every `threads`; only the speed changes.
-pub fn with_threads<T: Send>(threads: usize, f: impl FnOnce() -> T + Send) -> Result<T, Error> {
+pub fn with_threads<T>(threads: usize, f: impl FnOnce() -> T) -> Result<T, Error> {
     if threads > MAX_THREADS {
         return Err(Error::Config(format!(
             "--threads {threads} is out of range; use 0 (one per core) to {MAX_THREADS}"
