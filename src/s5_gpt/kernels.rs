@@ -352,7 +352,8 @@ pub fn pairwise_sum_by(a: &[f32], f: impl Fn(f32) -> f32 + Copy) -> f32 {
 }
 
 // ANCHOR: tanh
-/// tanh of L float64 lanes, from +, −, × and ÷ alone, so that it vectorises and gives the same bits everywhere.
+/// tanh of L float64 lanes, from +, −, × and ÷ alone, so that it vectorises and gives the same bits
+/// everywhere.
 ///
 /// GELU needs 65,536 tanh per training step; a scalar library call for each costs more than all the
 /// matrix products. NumPy itself uses its own SIMD tanh here, not the C library's. This one agrees with
