@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use attention_from_scratch::cli::exit_code;
 use attention_from_scratch::figures::{self, Figure};
+use attention_from_scratch::s5_gpt::{self, GptError, app::Config};
 use clap::Parser;
 
 /// Draws the book's SVG pictures from the stages' own numbers into book/src/img/.
@@ -30,12 +31,22 @@ fn write(figure: &Figure) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Trains stage 5 with the tutorial's settings and draws its loss curve (about a minute in release).
+fn trained_loss_curve() -> Result<Figure, GptError> {
+    let cfg = Config {
+        progress: true,
+        ..Config::default()
+    };
+    let report = s5_gpt::app::run(&mut std::io::sink(), &cfg)?;
+    Ok(figures::loss_curve(&report.losses, Some(report.test_loss)))
+}
+
 fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     for figure in figures::attention_figures()? {
         write(&figure)?;
     }
     if !args.attention_only {
-        write(&figures::trained_loss_curve()?)?;
+        write(&trained_loss_curve()?)?;
     }
     Ok(())
 }

@@ -10,13 +10,13 @@
 //! cargo run --release --example s5_gpt -- eval --checkpoint runs/tiny
 //! ```
 //!
-//! See `--help`, and `train --help` and so on, for every flag. The program itself is
-//! [`attention_from_scratch::s5_gpt::cli`], so that the tests can run it too.
+//! See `--help`, and `train --help` and so on, for every flag; `--reference` runs the lesson's plain code.
+//! The program itself is [`attention_from_scratch::s5_gpt::app::main`], so that the tests can run it too.
 
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    ExitCode::from(attention_from_scratch::s5_gpt::cli::main(
+    ExitCode::from(attention_from_scratch::s5_gpt::app::main(
         std::env::args_os(),
     ))
 }

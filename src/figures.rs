@@ -111,16 +111,6 @@ pub fn loss_curve(losses: &[f32], test_loss: Option<f64>) -> Figure {
     }
 }
 
-/// Trains stage 5 with the tutorial's settings and draws its loss curve (about a minute in release).
-pub fn trained_loss_curve() -> Result<Figure, crate::s5_gpt::Error> {
-    let cfg = crate::s5_gpt::Config {
-        progress: true,
-        ..Default::default()
-    };
-    let report = crate::s5_gpt::run(&mut std::io::sink(), &cfg)?;
-    Ok(loss_curve(&report.losses, Some(report.test_loss)))
-}
-
 /// Tests and the figure example compare against the committed copy under `book/src/img/`.
 pub fn committed(file: &str) -> std::io::Result<String> {
     std::fs::read_to_string(

@@ -1,9 +1,12 @@
-//! PyTorch-style printing, so each line a stage prints can be compared with the book's.
+//! PyTorch-style printing, so each line a stage prints can be compared with the book's, and the section
+//! headings and notebook cells every stage of chapter 3 prints.
 //!
 //! This follows `torch/_tensor_str.py` for the cases the book shows: four decimals, every element padded to
 //! the widest one, nested brackets with one blank line per level between blocks, `1.` when every finite
 //! value is a whole number, scientific notation when the magnitudes span more than a factor of 1000, and
 //! lines wrapped at 80 characters. The `grad_fn=<…>` suffixes are left out.
+
+use std::io::Write;
 
 use ndarray::{ArrayBase, ArrayViewD, Axis, Data, Dimension};
 
@@ -223,4 +226,31 @@ mod tests {
     fn shapes() {
         assert_eq!(size(&[6, 2]), "torch.Size([6, 2])");
     }
+}
+
+/// A Python float as `print` shows it: the shortest text that reads back as the same f64 (`1.0`,
+/// `0.9999999999999999`). Rust's `{:?}` writes the same for the magnitudes printed here.
+pub fn python_float(v: f64) -> String {
+    format!("{v:?}")
+}
+
+/// Writes a section heading, `## 3.3.1 A simple self-attention mechanism without trainable weights`, and a
+/// blank line. Every stage of chapter 3 prints its sections this way.
+pub fn heading<W: Write>(out: &mut W, section: &str) -> std::io::Result<()> {
+    writeln!(out, "## {section}\n")
+}
+
+/// Writes one notebook cell: its label line, `[#2] attn_scores_2` for `number` `"#2"` and `prints`
+/// `"attn_scores_2"`, then the lines it prints, then a blank line.
+pub fn cell<W: Write>(
+    out: &mut W,
+    number: &str,
+    prints: &str,
+    lines: &[String],
+) -> std::io::Result<()> {
+    writeln!(out, "[{number}] {prints}")?;
+    for line in lines {
+        writeln!(out, "{line}")?;
+    }
+    writeln!(out)
 }

@@ -12,7 +12,7 @@ use std::io::Write;
 
 use ndarray::{Array, Array1, Array2, ArrayView1, ArrayView2, Axis, Dimension, arr2};
 
-use crate::print;
+use crate::print::{self, cell, heading, python_float};
 
 /// The words of the chapter's six-token sentence, in order.
 pub const TOKENS: [&str; 6] = ["Your", "journey", "starts", "with", "one", "step"];
@@ -183,33 +183,6 @@ pub fn printed_row_sum(row: &ArrayView1<f32>) -> f64 {
                 .expect("a formatted f32 parses")
         })
         .fold(0.0, |sum, w| sum + w)
-}
-
-/// A Python float as `print` shows it: the shortest text that reads back as the same f64 (`1.0`,
-/// `0.9999999999999999`). Rust's `{:?}` writes the same for the magnitudes printed here.
-pub fn python_float(v: f64) -> String {
-    format!("{v:?}")
-}
-
-/// Writes a section heading, `## 3.3.1 A simple self-attention mechanism without trainable weights`, and a
-/// blank line. Every stage of chapter 3 prints its sections this way.
-pub fn heading<W: Write>(out: &mut W, section: &str) -> std::io::Result<()> {
-    writeln!(out, "## {section}\n")
-}
-
-/// Writes one notebook cell: its label line, `[#2] attn_scores_2` for `number` `"#2"` and `prints`
-/// `"attn_scores_2"`, then the lines it prints, then a blank line.
-pub fn cell<W: Write>(
-    out: &mut W,
-    number: &str,
-    prints: &str,
-    lines: &[String],
-) -> std::io::Result<()> {
-    writeln!(out, "[{number}] {prints}")?;
-    for line in lines {
-        writeln!(out, "{line}")?;
-    }
-    writeln!(out)
 }
 
 /// §3.3.1: scores, weights and the context vector of the query "journey", x⁽²⁾.

@@ -17,8 +17,9 @@ use ndarray::{Array1, Array2, ArrayView2};
 
 use crate::BookSeeds;
 use crate::print;
+use crate::print::{cell, heading};
 use crate::rng::torch::Generator;
-use crate::s1_simple::{cell, heading, inputs, softmax};
+use crate::s1_simple::{inputs, softmax};
 
 /// The output size the chapter uses, smaller than d_in = 3 so that the projection is visible.
 pub const D_OUT: usize = 2;

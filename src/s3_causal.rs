@@ -25,8 +25,9 @@ use ndarray::{
     Axis, Dimension, Ix2, s,
 };
 
+use crate::print::{cell, heading};
 use crate::rng::torch::Generator;
-use crate::s1_simple::{cell, heading, inputs, softmax};
+use crate::s1_simple::{inputs, softmax};
 use crate::s2_trainable::{D_OUT, Linear, SelfAttentionV2};
 use crate::{BookSeeds, Error, print};
 

@@ -16,8 +16,9 @@ use std::io::Write;
 
 use ndarray::{Array3, Array4, ArrayView2, ArrayView3, Axis, s};
 
+use crate::print::{cell, heading};
 use crate::rng::torch::Generator;
-use crate::s1_simple::{cell, heading, softmax};
+use crate::s1_simple::softmax;
 use crate::s2_trainable::{D_OUT, Linear};
 use crate::s3_causal::{CausalAttention, CausalMask, batch, mask_future, matmul, project};
 use crate::{BookSeeds, Error, print};

@@ -1,4 +1,4 @@
-//! The chapter's `CharDataset`: characters as tokens, a 90/10 split, overlapping windows, batches in order.
+//! Lesson layer. The chapter's `CharDataset`: characters as tokens, a 90/10 split, overlapping windows, batches in order.
 //!
 //! Expected figures for Tiny Shakespeare (`data/tinyshakespeare.txt`, sha256 `86c4e6aa…65ed`), with the
 //! tutorial's batch size 4, context 32 and stride 16:
@@ -17,31 +17,13 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use super::error::Error;
+use super::error::GptError;
 
 /// The file the tutorial reads, where `data/fetch.sh` puts it.
 pub const DATA_FILE: &str = "data/tinyshakespeare.txt";
 
 /// The sha256 of that file, as `data/fetch.sh` checks it.
 pub const DATA_SHA256: &str = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed";
-
-/// A warning if the default corpus is not the file `data/fetch.sh` downloads. Training still works on an
-/// edited copy, but its numbers will not be the book's. `None` if the file is the expected one, or
-/// cannot be read (loading it will then say why).
-pub fn corpus_warning(path: &Path) -> Option<String> {
-    use sha2::{Digest, Sha256};
-    let bytes = std::fs::read(path).ok()?;
-    let hex: String = Sha256::digest(&bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    (hex != DATA_SHA256).then(|| {
-        format!(
-            "warning: {} is not the Tiny Shakespeare of data/fetch.sh (its sha256 differs), so the numbers will not be the book's; run data/fetch.sh for a clean copy",
-            path.display()
-        )
-    })
-}
 
 /// Where to look when no path is given: `data/` of the current directory or of this crate, then the
 /// workspace's shared copy next to the crate. The first file that exists wins.
@@ -95,13 +77,13 @@ pub struct CharDataset {
 
 impl CharDataset {
     /// Reads a UTF-8 text file and builds the dataset with stride T/2 and a 90/10 split.
-    pub fn load(path: &Path, batch_size: usize, context_size: usize) -> Result<Self, Error> {
+    pub fn load(path: &Path, batch_size: usize, context_size: usize) -> Result<Self, GptError> {
         let text = read_text(path)?;
         let ds = Self::from_text(&text, batch_size, context_size);
         for (split, name) in [(Split::Train, "train"), (Split::Test, "test")] {
             if ds.len(split) == 0 {
                 let path = path.to_path_buf();
-                return Err(Error::DataTooShort {
+                return Err(GptError::DataTooShort {
                     path,
                     split: name,
                     batch_size,
@@ -197,7 +179,7 @@ impl CharDataset {
     }
 
     /// Token ids of a text, or an error naming every character outside the vocabulary.
-    pub fn encode(&self, text: &str) -> Result<Vec<usize>, Error> {
+    pub fn encode(&self, text: &str) -> Result<Vec<usize>, GptError> {
         let mut unknown = Vec::new();
         for ch in text.chars() {
             if self.vocab.binary_search(&ch).is_err() && !unknown.contains(&ch) {
@@ -205,7 +187,7 @@ impl CharDataset {
             }
         }
         if !unknown.is_empty() {
-            return Err(Error::PromptCharacters { chars: unknown });
+            return Err(GptError::PromptCharacters { chars: unknown });
         }
         Ok(text
             .chars()
@@ -234,17 +216,17 @@ fn windows(len: usize, context_size: usize, stride: usize) -> Vec<usize> {
 // ANCHOR_END: dataset
 
 /// Reads the corpus, turning each way it can fail into an [`Error`] that says what to do.
-fn read_text(path: &Path) -> Result<String, Error> {
+fn read_text(path: &Path) -> Result<String, GptError> {
     let bytes = std::fs::read(path).map_err(|source| match source.kind() {
-        std::io::ErrorKind::NotFound => Error::DataMissing {
+        std::io::ErrorKind::NotFound => GptError::DataMissing {
             path: path.to_path_buf(),
         },
-        _ => Error::DataUnreadable {
+        _ => GptError::DataUnreadable {
             path: path.to_path_buf(),
             source,
         },
     })?;
-    let not_text = |why: String| Error::DataNotText {
+    let not_text = |why: String| GptError::DataNotText {
         path: path.to_path_buf(),
         why,
     };
@@ -279,7 +261,7 @@ mod tests {
         assert_eq!(ds.decode(&ds.encode("hello").unwrap()), "hello");
         assert!(matches!(
             ds.encode("hexaxq"),
-            Err(Error::PromptCharacters { chars }) if chars == ['x', 'a', 'q']
+            Err(GptError::PromptCharacters { chars }) if chars == ['x', 'a', 'q']
         ));
         let b = ds.batch(Split::Train, 0);
         assert_eq!(ds.decode(&b.x[..4]), "hell");

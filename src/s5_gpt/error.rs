@@ -1,9 +1,9 @@
-//! What can go wrong in stage 5 that a user can fix. Each message is one line: the problem, then the fix.
+//! Lesson layer (used by the tool too). What can go wrong in stage 5 that a user can fix. Each message is one line: the problem, then the fix.
 
 use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub enum GptError {
     #[error("data file {} not found: run data/fetch.sh to download Tiny Shakespeare, or pass --data PATH", path.display())]
     DataMissing { path: PathBuf },
 

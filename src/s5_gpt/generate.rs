@@ -1,9 +1,9 @@
-//! The chapter's `generate`: sample one character at a time from the trained model.
+//! Lesson layer. The chapter's `generate`: sample one character at a time from the trained model.
 
 use super::data::CharDataset;
-use super::error::Error;
-use super::kernels::pairwise_sum;
+use super::error::GptError;
 use super::model::Gpt;
+use super::ops::pairwise_sum;
 use super::tape::Tape;
 use crate::rng::numpy::NumpyRandom;
 
@@ -40,10 +40,10 @@ pub fn generate(
     steps: usize,
     rng: &mut NumpyRandom,
     sampling: Sampling,
-) -> Result<String, Error> {
+) -> Result<String, GptError> {
     let mut tokens = dataset.encode(prompt)?;
     if tokens.is_empty() {
-        return Err(Error::EmptyPrompt);
+        return Err(GptError::EmptyPrompt);
     }
     let v = model.config.vocab_size;
     for _ in 0..steps {

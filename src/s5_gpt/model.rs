@@ -1,11 +1,12 @@
-//! The chapter's model: `GPTEmbedding`, `GPTAttention`, `GPTFeedForward`, `GPTTransformer`, `GPTOutput`
+//! Lesson layer. The chapter's model: `GPTEmbedding`, `GPTAttention`, `GPTFeedForward`, `GPTTransformer`, `GPTOutput`
 //! and `GPT`, with the tutorial's initialisation replayed from `np.random.seed(42)`.
 //!
 //! The model is deliberately bare: single-head causal attention with **no** query, key or value
 //! projections, then a feed-forward network, twice, with no residual connections, LayerNorm or dropout.
 //! With V = 65, T = 32, C = 64 and 2 blocks it has 84,929 parameters.
 
-use super::tape::{NodeId, Tape, Tensor};
+use super::tape::Tape;
+use super::tensor::{NodeId, Tensor};
 use crate::rng::numpy::NumpyRandom;
 
 /// The model's sizes: the tutorial's `GPT(vocab_size, context_size, embedding_size, blocks)`.

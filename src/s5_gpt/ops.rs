@@ -1,291 +1,137 @@
-//! The operations the GPT needs, each as a forward pass next to its gradient.
+//! Lesson layer. Every operation of the GPT as two plain functions: its forward pass and, right below it,
+//! its backward pass.
 //!
 //! These are the seed tutorial's `Tensor` operators (`+`, `@`, `transpose`, `*`) and its layers
-//! (`Embedding`, `Linear`, `Softmax`, and the chapter's own `Tril`, `GELU` and `GPTLoss`). Each forward
-//! method appends its output to the [`Tape`] together with an `Op` that remembers the inputs; the matching
-//! `*_backward` function right below it is the tutorial's `gradient_fn` closure.
+//! (`Embedding`, `Linear`, `Softmax`, and the chapter's own `Tril`, `GELU` and `GPTLoss`). As in llm.c, the
+//! functions work on slices and know nothing of the tape: a forward pass writes its output, and a backward
+//! pass writes the gradient of each input (`d_x`) from the gradient of the output (`d_out`). The tape
+//! records which operation made each node and calls these through [`super::backend`].
 //!
-//! Arithmetic follows the tutorial's NumPy float32 rules, including the few places where NumPy 2 computes in
-//! float64 and rounds back (GELU with its float64 constant √(2/π)); sums along a row use NumPy's
-//! [`pairwise_sum`]. Shapes use B batch, T tokens, C channels, V vocabulary, N = B·T rows.
+//! Arithmetic follows NumPy's float32: a product adds its terms in order, a sum along a row is NumPy's
+//! [`pairwise_sum`], and GELU computes in float64 where NumPy 2 does. These functions define the bits of
+//! every training run; Appendix B explains why they are the same on every machine. Shapes: B batch,
+//! T tokens, C channels, V vocabulary, N = B·T rows.
 
-use super::bench::Part;
-use super::kernels::{self, Strided, matmul, matmul_batched, pairwise_sum};
-use super::tape::{Grads, NodeId, Spare, Tape, Tensor};
-use super::team;
-
-/// What made a node, with what its gradient needs.
-#[derive(Debug)]
-pub(super) enum Op {
-    /// A parameter or an input: nothing to propagate.
-    Leaf,
-    Embedding {
-        table: NodeId,
-        ids: Vec<usize>,
-    },
-    Add {
-        a: NodeId,
-        b: NodeId,
-    },
-    Transpose {
-        a: NodeId,
-    },
-    MatMul {
-        a: NodeId,
-        b: NodeId,
-    },
-    Scale {
-        a: NodeId,
-        s: f32,
-    },
-    Tril {
-        a: NodeId,
-    },
-    Softmax {
-        a: NodeId,
-    },
-    Gelu {
-        x: NodeId,
-        tanh: Vec<f64>,
-    },
-    Linear {
-        x: NodeId,
-        w: NodeId,
-        b: NodeId,
-    },
-    CrossEntropy {
-        logits: NodeId,
-        targets: Vec<usize>,
-        softmax: Vec<f32>,
-    },
+// ANCHOR: dot
+/// Σ a[p]·b[p] over p in order, starting from 0: a multiply, then an add (never a fused multiply-add).
+fn dot(a: impl Iterator<Item = f32>, b: impl Iterator<Item = f32>) -> f32 {
+    a.zip(b).fold(0.0, |sum, (a, b)| sum + a * b)
 }
-
-impl Op {
-    /// Runs this node's gradient: `g` is the gradient of `out`, the node's own value.
-    pub(super) fn backward(&self, g: &[f32], out: &Tensor, values: &[Tensor], grads: &mut Grads) {
-        let v = |id: &NodeId| &values[id.0];
-        match self {
-            Op::Leaf => {}
-            Op::Embedding { table, ids } => embedding_backward(g, ids, *table, v(table), grads),
-            Op::Add { a, b } => add_backward(g, *a, *b, v(b), grads),
-            Op::Transpose { a } => transpose_backward(g, *a, v(a), grads),
-            Op::MatMul { a, b } => matmul_backward(g, (*a, v(a)), (*b, v(b)), grads),
-            Op::Scale { a, s } => scale_backward(g, *a, *s, grads),
-            Op::Tril { a } => tril_backward(g, *a, v(a), grads),
-            Op::Softmax { a } => softmax_backward(g, *a, out, grads),
-            Op::Gelu { x, tanh } => gelu_backward(g, *x, v(x), tanh, grads),
-            Op::Linear { x, w, b } => linear_backward(g, (*x, v(x)), (*w, v(w)), *b, grads),
-            Op::CrossEntropy {
-                logits,
-                targets,
-                softmax,
-            } => cross_entropy_backward(g[0], *logits, targets, softmax, grads),
-        }
-    }
-
-    /// The part of a training step this op counts towards in [`super::bench`]'s breakdown.
-    pub(super) fn part(&self) -> Part {
-        match self {
-            Op::MatMul { .. } | Op::Linear { .. } => Part::Products,
-            Op::Scale { .. } | Op::Tril { .. } | Op::Softmax { .. } => Part::Softmax,
-            Op::Gelu { .. } => Part::Gelu,
-            Op::CrossEntropy { .. } => Part::Loss,
-            Op::Leaf | Op::Embedding { .. } | Op::Add { .. } | Op::Transpose { .. } => Part::Rest,
-        }
-    }
-
-    /// Gives the buffers this node kept for its gradient back to `spare`, for the next step.
-    pub(super) fn recycle(self, spare: &mut Spare) {
-        match self {
-            Op::Gelu { tanh, .. } => spare.put_f64(tanh),
-            Op::CrossEntropy { softmax, .. } => spare.put(softmax),
-            _ => {}
-        }
-    }
-}
+// ANCHOR_END: dot
 
 // ANCHOR: embedding
-impl Tape {
-    /// `Embedding.forward`: gathers one row of `table` (V, C) per id. `shape` is the ids' shape, (B, T) or (T).
-    pub fn embedding(&mut self, table: NodeId, ids: &[usize], shape: &[usize]) -> NodeId {
-        let c = self.value(table).last_dim();
-        let mut out = self.spare.take(ids.len() * c);
-        let t = self.value(table);
-        for (&id, row) in ids.iter().zip(out.chunks_exact_mut(c)) {
-            assert!(
-                id < t.shape[0],
-                "token id {id} outside the table's {} rows",
-                t.shape[0]
-            );
-            row.copy_from_slice(&t.data[id * c..(id + 1) * c]);
-        }
-        let out = Tensor::new(&[shape, &[c]].concat(), out); // (B, T, C)
-        self.push(
-            out,
-            Op::Embedding {
-                table,
-                ids: ids.to_vec(),
-            },
-        )
+/// `Embedding.forward`: row i of `out` (N, C) is row `ids[i]` of `table` (V, C).
+pub fn embedding_forward(out: &mut [f32], table: &[f32], ids: &[usize], c: usize) {
+    for (row, &id) in out.chunks_exact_mut(c).zip(ids) {
+        row.copy_from_slice(&table[id * c..(id + 1) * c]);
     }
 }
 
-/// `np.add.at(weight.grad, ids, g)`: each row of `g` is added to its id's row, in order.
-fn embedding_backward(g: &[f32], ids: &[usize], table: NodeId, t: &Tensor, grads: &mut Grads) {
-    let c = t.last_dim();
-    let dt = grads.buffer(table, t.data.len()); // (V, C)
-    for (&id, g_row) in ids.iter().zip(g.chunks_exact(c)) {
-        dt[id * c..(id + 1) * c]
-            .iter_mut()
-            .zip(g_row)
-            .for_each(|(d, g)| *d += g);
+/// `np.add.at(weight.grad, ids, d_out)`: each row of `d_out` is added to its id's row, in order.
+pub fn embedding_backward(d_table: &mut [f32], d_out: &[f32], ids: &[usize], c: usize) {
+    d_table.fill(0.0);
+    for (g, &id) in d_out.chunks_exact(c).zip(ids) {
+        let row = &mut d_table[id * c..(id + 1) * c];
+        row.iter_mut().zip(g).for_each(|(d, g)| *d += g);
     }
 }
 // ANCHOR_END: embedding
 
 // ANCHOR: add
-impl Tape {
-    /// `a + b` with NumPy broadcasting of `b` over the leading axes of `a`, e.g. (B, T, C) + (T, C).
-    pub fn add(&mut self, a: NodeId, b: NodeId) -> NodeId {
-        let mut out = self.spare.take(self.value(a).data.len());
-        let (av, bv) = (self.value(a), self.value(b));
-        assert!(
-            av.shape.ends_with(&bv.shape),
-            "cannot broadcast {:?} onto {:?}",
-            bv.shape,
-            av.shape
-        );
-        let rows = out
-            .chunks_exact_mut(bv.data.len())
-            .zip(av.data.chunks_exact(bv.data.len()));
-        for (o, a) in rows {
-            o.iter_mut()
-                .zip(a.iter().zip(&bv.data))
-                .for_each(|(o, (a, b))| *o = a + b);
+/// `a + b`, with `b` repeated over the leading axes of `a`: (B, T, C) + (T, C).
+pub fn add_forward(out: &mut [f32], a: &[f32], b: &[f32]) {
+    for (out, a) in out.chunks_exact_mut(b.len()).zip(a.chunks_exact(b.len())) {
+        for ((o, a), b) in out.iter_mut().zip(a).zip(b) {
+            *o = a + b;
         }
-        let out = Tensor::new(&av.shape, out); // (B, T, C)
-        self.push(out, Op::Add { a, b })
     }
 }
 
-/// `_unbroadcast`: `a` takes `g` as it is; `b` takes `g` summed over the leading axes, in order.
-fn add_backward(g: &[f32], a: NodeId, b: NodeId, bv: &Tensor, grads: &mut Grads) {
-    let mut db = grads.spare.zeros(bv.data.len()); // (T, C)
-    for row in g.chunks_exact(db.len()) {
-        db.iter_mut().zip(row).for_each(|(d, g)| *d += g);
+/// `_unbroadcast`: `a` takes `d_out` as it is; `b` takes `d_out` summed over the leading axes, in order.
+pub fn add_backward(d_a: &mut [f32], d_b: &mut [f32], d_out: &[f32]) {
+    d_a.copy_from_slice(d_out);
+    d_b.fill(0.0);
+    for row in d_out.chunks_exact(d_b.len()) {
+        d_b.iter_mut().zip(row).for_each(|(d, g)| *d += g);
     }
-    let mut da = grads.spare.take(g.len()); // (B, T, C)
-    da.copy_from_slice(g);
-    grads.add(a, da);
-    grads.add(b, db);
 }
 // ANCHOR_END: add
 
-/// Splits a shape (…, R, C) into (batch, R, C).
-fn matrices(shape: &[usize]) -> (usize, usize, usize) {
-    let n = shape.len();
-    assert!(n >= 2, "need at least two axes, got {shape:?}");
-    (shape[..n - 2].iter().product(), shape[n - 2], shape[n - 1])
-}
-
-/// Writes the transpose of each matrix of `src` (batch, rows, cols) into `dst` (batch, cols, rows).
-fn transpose_each(dst: &mut [f32], src: &[f32], (_, rows, cols): (usize, usize, usize)) {
-    let matrices = dst
+// ANCHOR: transpose
+/// `x.transpose((0, 2, 1))`: each (R, C) matrix of `x` becomes a (C, R) matrix of `out`.
+pub fn transpose_forward(out: &mut [f32], x: &[f32], (rows, cols): (usize, usize)) {
+    for (out, x) in out
         .chunks_exact_mut(rows * cols)
-        .zip(src.chunks_exact(rows * cols));
-    for (dst, src) in matrices {
-        for (i, row) in src.chunks_exact(cols).enumerate() {
+        .zip(x.chunks_exact(rows * cols))
+    {
+        for (i, row) in x.chunks_exact(cols).enumerate() {
             for (j, &v) in row.iter().enumerate() {
-                dst[j * rows + i] = v;
+                out[j * rows + i] = v; // out[j][i] = x[i][j]
             }
         }
     }
 }
 
-// ANCHOR: transpose
-impl Tape {
-    /// `x.transpose((0, 2, 1))`: swaps the last two axes, (B, T, C) → (B, C, T).
-    pub fn transpose(&mut self, a: NodeId) -> NodeId {
-        let mut out = self.spare.take(self.value(a).data.len());
-        let av = self.value(a);
-        transpose_each(&mut out, &av.data, matrices(&av.shape));
-        let mut shape = av.shape.clone();
-        let n = shape.len();
-        shape.swap(n - 2, n - 1);
-        let out = Tensor::new(&shape, out); // (B, C, T)
-        self.push(out, Op::Transpose { a })
-    }
-}
-
-/// The inverse permutation is the same swap.
-fn transpose_backward(g: &[f32], a: NodeId, av: &Tensor, grads: &mut Grads) {
-    let (batch, r, c) = matrices(&av.shape);
-    let mut da = grads.spare.take(g.len()); // (B, T, C)
-    transpose_each(&mut da, g, (batch, c, r));
-    grads.add(a, da);
+/// The inverse of a swap is the same swap, back from (C, R) to (R, C).
+pub fn transpose_backward(d_x: &mut [f32], d_out: &[f32], (rows, cols): (usize, usize)) {
+    transpose_forward(d_x, d_out, (cols, rows));
 }
 // ANCHOR_END: transpose
 
 // ANCHOR: matmul
-impl Tape {
-    /// `a @ b` for stacks of matrices: (…, M, K) @ (…, K, N) → (…, M, N), e.g. x @ xᵀ: (B, T, C) @ (B, C, T).
-    pub fn matmul(&mut self, a: NodeId, b: NodeId) -> NodeId {
-        let (batch, m, k) = matrices(&self.value(a).shape);
-        let (batch_b, k_b, n) = matrices(&self.value(b).shape);
-        let mut out = self.spare.take(batch * m * n);
-        let (av, bv) = (self.value(a), self.value(b));
-        assert!(
-            batch == batch_b && k == k_b,
-            "cannot multiply {:?} by {:?}",
-            av.shape,
-            bv.shape
-        );
-        let (a_rows, b_rows) = ((&av.data[..], false), (&bv.data[..], false));
-        matmul_batched(&mut out, a_rows, b_rows, batch, (m, k, n));
-        let mut shape = av.shape.clone();
-        *shape.last_mut().unwrap() = n;
-        let out = Tensor::new(&shape, out); // (B, T, T)
-        self.push(out, Op::MatMul { a, b })
+/// `a @ b` for stacks of matrices: (…, M, K) @ (…, K, N) → (…, M, N).
+pub fn matmul_forward(out: &mut [f32], a: &[f32], b: &[f32], (m, k, n): (usize, usize, usize)) {
+    let stack = out.chunks_exact_mut(m * n).zip(a.chunks_exact(m * k));
+    for ((c, a), b) in stack.zip(b.chunks_exact(k * n)) {
+        for i in 0..m {
+            for j in 0..n {
+                let b_column = b[j..].iter().step_by(n); // b[·][j]
+                c[i * n + j] = dot(a[i * k..][..k].iter().copied(), b_column.copied());
+            }
+        }
     }
 }
 
-/// dA = G·Bᵀ and dB = Aᵀ·G, matrix by matrix; the transposes are read through strides.
-fn matmul_backward(
-    g: &[f32],
-    (a, av): (NodeId, &Tensor),
-    (b, bv): (NodeId, &Tensor),
-    grads: &mut Grads,
+/// dA = dC·Bᵀ and dB = Aᵀ·dC, matrix by matrix.
+pub fn matmul_backward(
+    d_a: &mut [f32],
+    d_b: &mut [f32],
+    d_out: &[f32],
+    a: &[f32],
+    b: &[f32],
+    (m, k, n): (usize, usize, usize),
 ) {
-    let (batch, m, k) = matrices(&av.shape);
-    let n = bv.last_dim();
-    let mut da = grads.spare.take(av.data.len()); // (…, M, K)
-    let mut db = grads.spare.take(bv.data.len()); // (…, K, N)
-    team::join(
-        || matmul_batched(&mut da, (g, false), (&bv.data, true), batch, (m, n, k)),
-        || matmul_batched(&mut db, (&av.data, true), (g, false), batch, (k, m, n)),
-    );
-    grads.add(a, da);
-    grads.add(b, db);
+    let grads = d_a.chunks_exact_mut(m * k).zip(d_b.chunks_exact_mut(k * n));
+    let values = d_out
+        .chunks_exact(m * n)
+        .zip(a.chunks_exact(m * k))
+        .zip(b.chunks_exact(k * n));
+    for ((d_a, d_b), ((d_c, a), b)) in grads.zip(values) {
+        for i in 0..m {
+            for p in 0..k {
+                let (d_c_row, b_row) = (&d_c[i * n..][..n], &b[p * n..][..n]);
+                d_a[i * k + p] = dot(d_c_row.iter().copied(), b_row.iter().copied());
+            }
+        }
+        for p in 0..k {
+            for j in 0..n {
+                let (a_column, d_c_column) = (a[p..].iter().step_by(k), d_c[j..].iter().step_by(n));
+                d_b[p * n + j] = dot(a_column.copied(), d_c_column.copied());
+            }
+        }
+    }
 }
 // ANCHOR_END: matmul
 
 // ANCHOR: scale
-impl Tape {
-    /// `x * s` for a scalar `s` that is not trained (the attention's 1/√C).
-    pub fn scale(&mut self, a: NodeId, s: f32) -> NodeId {
-        let mut out = self.spare.take(self.value(a).data.len());
-        let av = self.value(a);
-        out.iter_mut().zip(&av.data).for_each(|(o, x)| *o = x * s);
-        let out = Tensor::new(&av.shape, out); // (B, T, T)
-        self.push(out, Op::Scale { a, s })
-    }
+/// `x * s` for a scalar `s` that is not trained (the attention's 1/√C).
+pub fn scale_forward(out: &mut [f32], x: &[f32], s: f32) {
+    out.iter_mut().zip(x).for_each(|(o, x)| *o = x * s);
 }
 
-/// `g * s`.
-fn scale_backward(g: &[f32], a: NodeId, s: f32, grads: &mut Grads) {
-    let mut da = grads.spare.take(g.len());
-    da.iter_mut().zip(g).for_each(|(d, g)| *d = g * s);
-    grads.add(a, da);
+/// `d_out * s`.
+pub fn scale_backward(d_x: &mut [f32], d_out: &[f32], s: f32) {
+    scale_forward(d_x, d_out, s);
 }
 // ANCHOR_END: scale
 
@@ -293,331 +139,286 @@ fn scale_backward(g: &[f32], a: NodeId, s: f32, grads: &mut Grads) {
 /// The value masked scores take: −1e9 as float32, so that softmax gives them a weight of exactly 0.
 pub const MASK_VALUE: f32 = -1e9;
 
-/// Calls `f(i, j, element)` for every element of each (rows, cols) matrix in `data`.
-fn for_each_ij(
-    data: &mut [f32],
-    rows: usize,
-    cols: usize,
-    mut f: impl FnMut(usize, usize, &mut f32),
-) {
-    for matrix in data.chunks_exact_mut(rows * cols) {
-        for (i, row) in matrix.chunks_exact_mut(cols).enumerate() {
-            row.iter_mut().enumerate().for_each(|(j, x)| f(i, j, x));
+/// `Tril`: keeps the lower triangle of each (T, T) matrix, diagonal included, and writes −1e9 above it,
+/// so that token t attends to tokens 0..=t only.
+pub fn tril_forward(out: &mut [f32], x: &[f32], t: usize) {
+    out.copy_from_slice(x);
+    for (k, score) in out.iter_mut().enumerate() {
+        let (i, j) = (k / t % t, k % t); // row and column within its matrix
+        if j > i {
+            *score = MASK_VALUE;
         }
-    }
-}
-
-impl Tape {
-    /// `Tril`: keeps the lower triangle of the last two axes, diagonal included, and writes −1e9 above it.
-    /// Token t may then attend to tokens 0..=t only.
-    pub fn tril(&mut self, a: NodeId) -> NodeId {
-        let mut out = self.spare.take(self.value(a).data.len());
-        let av = self.value(a);
-        let (_, r, c) = matrices(&av.shape);
-        out.copy_from_slice(&av.data);
-        for_each_ij(&mut out, r, c, |i, j, x| {
-            if j > i {
-                *x = MASK_VALUE;
-            }
-        });
-        let out = Tensor::new(&av.shape, out); // (B, T, T)
-        self.push(out, Op::Tril { a })
     }
 }
 
 /// `x.grad += p.grad * keep`: the gradient passes where the score was kept and is 0 above the diagonal.
-fn tril_backward(g: &[f32], a: NodeId, av: &Tensor, grads: &mut Grads) {
-    let (_, r, c) = matrices(&av.shape);
-    let mut da = grads.spare.take(g.len());
-    da.copy_from_slice(g);
-    for_each_ij(&mut da, r, c, |i, j, d| {
-        if j > i {
+pub fn tril_backward(d_x: &mut [f32], d_out: &[f32], t: usize) {
+    d_x.copy_from_slice(d_out);
+    for (k, d) in d_x.iter_mut().enumerate() {
+        if k % t > k / t % t {
             *d = 0.0;
         }
-    });
-    grads.add(a, da);
+    }
 }
 // ANCHOR_END: tril
 
 // ANCHOR: softmax
-/// Below this, `expf` is exactly +0 in float32 (it underflows below about −103.97), so the call is skipped.
-const EXP_ZERO_BELOW: f32 = -104.0;
-
-/// exp(x − max) / Σ exp(x − max) along one row, in float32. Masked scores (−1e9) get exactly 0 without
-/// calling `expf`.
-fn softmax_row(x: &[f32], out: &mut [f32]) {
-    let max = x.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
-    for (o, &v) in out.iter_mut().zip(x) {
-        let d = v - max;
-        *o = if d < EXP_ZERO_BELOW {
-            0.0
-        } else {
-            libm::expf(d)
-        };
-    }
-    let sum = pairwise_sum(out);
-    out.iter_mut().for_each(|o| *o /= sum);
-}
-
-/// [`softmax_row`] of every row of `x` (rows of `width`) into `out`, a band of rows per thread.
-fn softmax_rows(x: &[f32], out: &mut [f32], width: usize) {
-    let band = (x.len() / width).div_ceil(team::threads()) * width;
-    team::for_each(x.chunks(band).zip(out.chunks_mut(band)), |(x, out)| {
-        for (x, o) in x.chunks_exact(width).zip(out.chunks_exact_mut(width)) {
-            softmax_row(x, o);
+/// `Softmax(axis=-1)` of every row of `width` values: exp(x − max) / Σ exp(x − max), in float32.
+pub fn softmax_forward(out: &mut [f32], x: &[f32], width: usize) {
+    for (out, x) in out.chunks_exact_mut(width).zip(x.chunks_exact(width)) {
+        let max = x.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+        for (o, &v) in out.iter_mut().zip(x) {
+            *o = libm::expf(v - max);
         }
-    });
-}
-
-impl Tape {
-    /// `Softmax(axis=-1)`: each row of the last axis becomes weights that sum to 1.
-    pub fn softmax(&mut self, a: NodeId) -> NodeId {
-        let mut out = self.spare.take(self.value(a).data.len());
-        let av = self.value(a);
-        softmax_rows(&av.data, &mut out, av.last_dim());
-        let out = Tensor::new(&av.shape, out); // (B, T, T)
-        self.push(out, Op::Softmax { a })
+        let sum = pairwise_sum(out);
+        out.iter_mut().for_each(|o| *o /= sum);
     }
 }
 
-/// dx = s ⊙ (g − Σ s ⊙ g), row by row; `s` is the softmax output.
-fn softmax_backward(g: &[f32], a: NodeId, s: &Tensor, grads: &mut Grads) {
-    let c = s.last_dim();
-    let mut da = grads.spare.take(g.len());
-    let mut sg = grads.spare.take(c);
-    for ((s, g), d) in s
-        .data
-        .chunks_exact(c)
-        .zip(g.chunks_exact(c))
-        .zip(da.chunks_exact_mut(c))
-    {
-        sg.iter_mut()
-            .zip(s.iter().zip(g))
-            .for_each(|(p, (s, g))| *p = s * g);
-        let dot = pairwise_sum(&sg);
-        d.iter_mut()
-            .zip(s.iter().zip(g))
-            .for_each(|(d, (s, g))| *d = s * (g - dot));
+/// d_x = s ⊙ (d_out − Σ s ⊙ d_out), row by row, where `s` is the softmax's output.
+pub fn softmax_backward(d_x: &mut [f32], d_out: &[f32], s: &[f32], width: usize) {
+    let rows = d_x.chunks_exact_mut(width).zip(d_out.chunks_exact(width));
+    for ((d_x, g), s) in rows.zip(s.chunks_exact(width)) {
+        let s_g: Vec<f32> = s.iter().zip(g).map(|(s, g)| s * g).collect();
+        let sum = pairwise_sum(&s_g);
+        for ((d, s), g) in d_x.iter_mut().zip(s).zip(g) {
+            *d = s * (g - sum);
+        }
     }
-    grads.spare.put(sg);
-    grads.add(a, da);
 }
 // ANCHOR_END: softmax
 
 // ANCHOR: gelu
-/// √(2/π) as NumPy computes it: a float64 scalar, which makes the GELU arithmetic below float64.
-fn gelu_c() -> f64 {
+/// √(2/π) as NumPy computes it: a float64 scalar, which makes the GELU arithmetic around it float64.
+pub fn gelu_c() -> f64 {
     (2.0 / std::f64::consts::PI).sqrt()
 }
 
-/// Splits `len` elements into one block per thread, a multiple of 64 each.
-fn block_per_thread(len: usize) -> usize {
-    len.div_ceil(team::threads()).next_multiple_of(64).max(64)
+/// The argument of GELU's tanh, c·(x + 0.044715·x³), where `x ** 3` and the sum are float32.
+pub fn gelu_tanh_arg(x: f32) -> f64 {
+    let cube = (f64::from(x) * f64::from(x) * f64::from(x)) as f32; // x ** 3
+    gelu_c() * f64::from(x + 0.044715f32 * cube)
 }
 
-impl Tape {
-    /// GELU, tanh form: 0.5·x·(1 + tanh(c·(x + 0.044715·x³))).
-    ///
-    /// As in the tutorial, `x³` and `x + 0.044715·x³` are float32, the rest float64 (because `c` is a
-    /// float64 scalar), and the output is stored as float32. tanh is kept for the backward pass.
-    pub fn gelu(&mut self, x: NodeId) -> NodeId {
-        let len = self.value(x).data.len();
-        let (mut out, mut tanh) = (self.spare.take(len), self.spare.take_f64(len));
-        let xv = self.value(x);
-        let c = gelu_c();
-        // A block of elements per thread; each element's arithmetic is the same wherever it runs.
-        let block = block_per_thread(len);
-        let blocks = out.chunks_mut(block).zip(tanh.chunks_mut(block));
-        team::for_each(blocks.zip(xv.data.chunks(block)), |((out, tanh), x)| {
-            kernels::vectorised(
-                #[inline(always)]
-                || gelu_block(out, tanh, x, c),
-            )
-        });
-        let out = Tensor::new(&xv.shape, out); // (B, T, 4C)
-        self.push(out, Op::Gelu { x, tanh })
-    }
-}
-
-/// Elements GELU works on at once: four AVX2 vectors of float64, whose tanh chains run side by side.
-const LANES: usize = 16;
-
-/// GELU of one block of elements; `tanh` gets each element's tanh.
-#[inline(always)]
-fn gelu_block(out: &mut [f32], tanh: &mut [f64], x: &[f32], c: f64) {
-    let arg = |x: f32| {
-        let cube = (f64::from(x) * f64::from(x) * f64::from(x)) as f32; // x ** 3
-        c * f64::from(x + 0.044715f32 * cube)
-    };
-    let gelu = |x: f32, t: f64| (f64::from(0.5f32 * x) * (1.0 + t)) as f32;
-    let lanes = out
-        .chunks_mut(LANES)
-        .zip(tanh.chunks_mut(LANES))
-        .zip(x.chunks(LANES));
-    for ((out, tanh), x) in lanes {
-        if let Ok(x) = <[f32; LANES]>::try_from(x) {
-            tanh.copy_from_slice(&kernels::tanh(x.map(arg)));
-        } else {
-            // The last, shorter group: one element at a time, with the same operations.
-            for (t, &x) in tanh.iter_mut().zip(x) {
-                *t = kernels::tanh([arg(x)])[0];
-            }
-        }
-        for ((o, &t), &x) in out.iter_mut().zip(&*tanh).zip(x) {
-            *o = gelu(x, t);
-        }
+/// GELU, tanh form: 0.5·x·(1 + tanh(c·(x + 0.044715·x³))), rounded to float32. Keeps each tanh for the
+/// backward pass.
+pub fn gelu_forward(out: &mut [f32], tanh_out: &mut [f64], x: &[f32]) {
+    for ((o, t), &x) in out.iter_mut().zip(tanh_out.iter_mut()).zip(x) {
+        *t = tanh(gelu_tanh_arg(x));
+        *o = (f64::from(0.5f32 * x) * (1.0 + *t)) as f32;
     }
 }
 
 /// The exact derivative of the tanh form: 0.5(1+t) + 0.5·x·(1−t²)·c·(1 + 3·0.044715·x²).
-fn gelu_backward(g: &[f32], x: NodeId, xv: &Tensor, tanh: &[f64], grads: &mut Grads) {
-    let c = gelu_c();
-    let k = (3.0f64 * 0.044715) as f32;
-    let mut dx = grads.spare.take(g.len());
-    let block = block_per_thread(g.len());
-    let blocks = dx.chunks_mut(block).zip(xv.data.chunks(block));
-    let blocks = blocks.zip(tanh.chunks(block)).zip(g.chunks(block));
-    team::for_each(blocks, |(((dx, x), tanh), g)| {
-        kernels::vectorised(
-            #[inline(always)]
-            move || {
-                for (((dx, &x), &t), &g) in dx.iter_mut().zip(x).zip(tanh).zip(g) {
-                    let slope = f64::from(1.0f32 + k * (x * x));
-                    let d = 0.5 * (1.0 + t) + f64::from(0.5f32 * x) * (1.0 - t * t) * c * slope;
-                    *dx = (f64::from(g) * d) as f32;
-                }
-            },
-        )
-    });
-    grads.add(x, dx);
+#[inline(always)]
+pub fn gelu_backward(d_x: &mut [f32], d_out: &[f32], x: &[f32], tanh_out: &[f64]) {
+    let (c, k) = (gelu_c(), (3.0f64 * 0.044715) as f32);
+    let elements = d_x.iter_mut().zip(d_out).zip(x).zip(tanh_out);
+    for (((d_x, &g), &x), &t) in elements {
+        let slope = f64::from(1.0f32 + k * (x * x));
+        let d = 0.5 * (1.0 + t) + f64::from(0.5f32 * x) * (1.0 - t * t) * c * slope;
+        *d_x = (f64::from(g) * d) as f32;
+    }
 }
 // ANCHOR_END: gelu
 
 // ANCHOR: linear
-impl Tape {
-    /// `Linear`: y = x·Wᵀ + b over any leading axes; W is (out, in) as in the tutorial, b is (out).
-    pub fn linear(&mut self, x: NodeId, w: NodeId, b: NodeId) -> NodeId {
-        let (n_out, n_in) = (self.value(w).shape[0], self.value(w).shape[1]);
-        let rows = self.value(x).data.len() / n_in; // N = B·T
-        let mut y = self.spare.take(rows * n_out);
-        let (xv, wv, bv) = (self.value(x), self.value(w), self.value(b));
-        assert_eq!(
-            xv.last_dim(),
-            n_in,
-            "Linear({n_in}, {n_out}) got input {:?}",
-            xv.shape
-        );
-        let (x_rows, w_t) = (
-            Strided::rows(&xv.data, n_in),
-            Strided::transposed(&wv.data, n_in),
-        );
-        matmul(&mut y, x_rows, w_t, Some(&bv.data), (rows, n_in, n_out)); // (N, out)
-        let mut shape = xv.shape.clone();
-        *shape.last_mut().unwrap() = n_out;
-        let y = Tensor::new(&shape, y); // (B, T, out)
-        self.push(y, Op::Linear { x, w, b })
+/// `Linear`: y = x·Wᵀ + b for N rows, with x (N, in), W (out, in) as in the tutorial, b (out), y (N, out).
+/// The bias is added after the whole sum, as `x @ W.T + b` does.
+pub fn linear_forward(y: &mut [f32], x: &[f32], w: &[f32], b: &[f32], n_in: usize) {
+    let n_out = b.len();
+    for (y_row, x_row) in y.chunks_exact_mut(n_out).zip(x.chunks_exact(n_in)) {
+        for ((y, w_row), b) in y_row.iter_mut().zip(w.chunks_exact(n_in)).zip(b) {
+            *y = dot(x_row.iter().copied(), w_row.iter().copied()) + b;
+        }
     }
 }
 
-/// With G and X flattened to (N, ·): dx = G·W, dW = Gᵀ·X, db = Σ_rows G.
-fn linear_backward(
-    g: &[f32],
-    (x, xv): (NodeId, &Tensor),
-    (w, wv): (NodeId, &Tensor),
-    b: NodeId,
-    grads: &mut Grads,
+/// d_x = d_y·W, d_W = d_yᵀ·x, d_b = Σ over rows of d_y (each sum in order).
+pub fn linear_backward(
+    d_x: &mut [f32],
+    d_w: &mut [f32],
+    d_b: &mut [f32],
+    d_y: &[f32],
+    x: &[f32],
+    w: &[f32],
 ) {
-    let (n_out, n_in) = (wv.shape[0], wv.shape[1]);
-    let rows = xv.data.len() / n_in;
-    let mut dx = grads.spare.take(rows * n_in); // (N, in)
-    let mut dw = grads.spare.take(n_out * n_in); // (out, in)
-    let (g_rows, g_t) = (Strided::rows(g, n_out), Strided::transposed(g, n_out));
-    let (w_rows, x_rows) = (Strided::rows(&wv.data, n_in), Strided::rows(&xv.data, n_in));
-    team::join(
-        || matmul(&mut dx, g_rows, w_rows, None, (rows, n_out, n_in)),
-        || matmul(&mut dw, g_t, x_rows, None, (n_out, rows, n_in)),
-    );
-    let mut db = grads.spare.zeros(n_out); // (out)
-    for row in g.chunks_exact(n_out) {
-        db.iter_mut().zip(row).for_each(|(d, g)| *d += g);
+    let (n_out, n_in) = (d_b.len(), d_w.len() / d_b.len());
+    for (d_x_row, d_y_row) in d_x.chunks_exact_mut(n_in).zip(d_y.chunks_exact(n_out)) {
+        for (i, d) in d_x_row.iter_mut().enumerate() {
+            *d = dot(
+                d_y_row.iter().copied(),
+                w[i..].iter().step_by(n_in).copied(),
+            );
+        }
     }
-    grads.add(x, dx);
-    grads.add(w, dw);
-    grads.add(b, db);
+    for (o, d_w_row) in d_w.chunks_exact_mut(n_in).enumerate() {
+        for (i, d) in d_w_row.iter_mut().enumerate() {
+            let (d_y_column, x_column) =
+                (d_y[o..].iter().step_by(n_out), x[i..].iter().step_by(n_in));
+            *d = dot(d_y_column.copied(), x_column.copied());
+        }
+    }
+    for (o, d) in d_b.iter_mut().enumerate() {
+        *d = d_y[o..].iter().step_by(n_out).fold(0.0, |sum, g| sum + g);
+    }
 }
 // ANCHOR_END: linear
 
 // ANCHOR: cross_entropy
 /// `GPTLoss` clips the target's probability to [1e-10, 1] before the log, so a 0 never gives ∞.
-const PROB_FLOOR: f32 = 1e-10;
+pub const PROB_FLOOR: f32 = 1e-10;
 
-impl Tape {
-    /// `GPTLoss`: the mean over N = B·T positions of −ln softmax(logits)\[target\]. Returns a scalar node.
-    pub fn cross_entropy(&mut self, logits: NodeId, targets: &[usize]) -> NodeId {
-        let mut softmax = self.spare.take(self.value(logits).data.len()); // (N, V)
-        let mut logs = self.spare.take(targets.len()); // (N)
-        let lv = self.value(logits);
-        let v = lv.last_dim();
-        assert_eq!(
-            lv.data.len(),
-            targets.len() * v,
-            "one target per row of logits"
-        );
-        softmax_rows(&lv.data, &mut softmax, v);
-        for ((log, s), &y) in logs.iter_mut().zip(softmax.chunks_exact(v)).zip(targets) {
-            *log = libm::logf(s[y].clamp(PROB_FLOOR, 1.0));
-        }
-        let n = targets.len() as f32;
-        let mut loss = self.spare.take(1);
-        loss[0] = 0.0 - pairwise_sum(&logs) / n;
-        let loss = Tensor::new(&[], loss);
-        self.spare.put(logs);
-        self.push(
-            loss,
-            Op::CrossEntropy {
-                logits,
-                targets: targets.to_vec(),
-                softmax,
-            },
-        )
-    }
+/// `GPTLoss`: the mean over N positions of −ln softmax(logits)\[target\], with logits (N, V). Keeps the
+/// softmax in `probs` (N, V) for the backward pass.
+pub fn cross_entropy_forward(probs: &mut [f32], logits: &[f32], targets: &[usize]) -> f32 {
+    let v = logits.len() / targets.len();
+    softmax_forward(probs, logits, v);
+    let rows = probs.chunks_exact(v).zip(targets);
+    let logs: Vec<f32> = rows
+        .map(|(p, &y)| libm::logf(p[y].clamp(PROB_FLOOR, 1.0)))
+        .collect();
+    0.0 - pairwise_sum(&logs) / targets.len() as f32
 }
 
-/// (softmax − onehot)·g/N. Like the tutorial, it ignores the clip.
-fn cross_entropy_backward(
-    g: f32,
-    logits: NodeId,
-    targets: &[usize],
-    softmax: &[f32],
-    grads: &mut Grads,
-) {
-    let v = softmax.len() / targets.len();
-    let n = targets.len() as f32;
-    let mut d = grads.spare.take(softmax.len()); // (N, V)
-    for ((d, s), &y) in d
-        .chunks_exact_mut(v)
-        .zip(softmax.chunks_exact(v))
-        .zip(targets)
-    {
-        d.copy_from_slice(s);
+/// (softmax − onehot)·d_loss/N. Like the tutorial, it ignores the clip.
+pub fn cross_entropy_backward(d_logits: &mut [f32], d_loss: f32, probs: &[f32], targets: &[usize]) {
+    let (v, n) = (probs.len() / targets.len(), targets.len() as f32);
+    let rows = d_logits.chunks_exact_mut(v).zip(probs.chunks_exact(v));
+    for ((d, p), &y) in rows.zip(targets) {
+        d.copy_from_slice(p);
         d[y] -= 1.0;
-        d.iter_mut().for_each(|d| *d = g * *d / n);
+        d.iter_mut().for_each(|d| *d = d_loss * *d / n);
     }
-    grads.add(logits, d);
 }
 // ANCHOR_END: cross_entropy
 
+// ANCHOR: pairwise_sum
+/// NumPy's `np.sum` of a contiguous float32 array: pairwise summation with eight accumulators.
+///
+/// NumPy adds blocks of at most 128 values with eight running sums, combines them as
+/// `((r0+r1)+(r2+r3)) + ((r4+r5)+(r6+r7))`, adds the leftovers in order, and splits longer arrays in
+/// two halves (a multiple of 8 on the left). Fewer than 8 values are added in order. Checked against
+/// NumPy 2.4 for lengths 1 to 20,000 and for rows of 2-D arrays (`axis=-1`).
+pub fn pairwise_sum(a: &[f32]) -> f32 {
+    pairwise_sum_by(a, |x| x)
+}
+
+/// [`pairwise_sum`] of `f(x)` for each `x` of `a`, without storing the `f(x)` first.
+#[inline(always)]
+pub fn pairwise_sum_by(a: &[f32], f: impl Fn(f32) -> f32 + Copy) -> f32 {
+    let n = a.len();
+    if n < 8 {
+        a.iter().fold(0.0, |s, &x| s + f(x))
+    } else if n <= 128 {
+        let mut r: [f32; 8] = std::array::from_fn(|j| f(a[j]));
+        let whole = n - n % 8;
+        for block in a[8..whole].chunks_exact(8) {
+            for (rj, &x) in r.iter_mut().zip(block) {
+                *rj += f(x);
+            }
+        }
+        let head = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+        a[whole..].iter().fold(head, |s, &x| s + f(x))
+    } else {
+        let half = n / 2;
+        let half = half - half % 8;
+        pairwise_sum_by(&a[..half], f) + pairwise_sum_by(&a[half..], f)
+    }
+}
+// ANCHOR_END: pairwise_sum
+
+// ANCHOR: tanh
+/// ln 2 split so that k·LN2_HI is exact (fdlibm's constants).
+pub const LN2_HI: f64 = 0.693_147_180_369_123_8; // 0x3fe62e42_fee00000
+pub const LN2_LO: f64 = 1.908_214_929_270_587_7e-10; // 0x3dea39ef_35793c76
+/// Adding 1.5·2⁵² rounds to an integer and leaves it in the low bits of the sum.
+pub const ROUND: f64 = 6_755_399_441_055_744.0;
+/// 1/n! for n = 13 down to 2: the Taylor series of expm1, highest power first.
+pub const INV_FACT: [f64; 12] = [
+    1.0 / 6_227_020_800.0,
+    1.0 / 479_001_600.0,
+    1.0 / 39_916_800.0,
+    1.0 / 3_628_800.0,
+    1.0 / 362_880.0,
+    1.0 / 40_320.0,
+    1.0 / 5_040.0,
+    1.0 / 720.0,
+    1.0 / 120.0,
+    1.0 / 24.0,
+    1.0 / 6.0,
+    1.0 / 2.0,
+];
+
+/// tanh from +, −, × and ÷ alone, so that it gives the same bits on every machine:
+/// tanh(a) = e / (e + 2) with e = expm1(2a), and expm1(y) = 2ᵏ·expm1(r) + (2ᵏ − 1) for y = k·ln 2 + r,
+/// |r| ≤ ln2/2, where expm1(r) is its Taylor series to r¹³. It agrees with `libm::tanh` to the last bit
+/// for 96% of inputs and is never more than 3 float64 ulps away.
+pub fn tanh(x: f64) -> f64 {
+    let y = 2.0 * x.abs().min(20.0); // tanh(20) is 1 in float64
+    let rounded = y * std::f64::consts::LOG2_E + ROUND;
+    let k = rounded - ROUND;
+    let r = (y - k * LN2_HI) - k * LN2_LO;
+    let series = INV_FACT.iter().fold(0.0, |s, &f| s * r + f);
+    let expm1_r = r + r * (r * series);
+    let two_k = f64::from_bits((rounded.to_bits() << 52).wrapping_add(1023 << 52));
+    let e = two_k * expm1_r + (two_k - 1.0);
+    if x.is_nan() {
+        x
+    } else {
+        (e / (e + 2.0)).copysign(x)
+    }
+}
+// ANCHOR_END: tanh
+
 #[cfg(test)]
 mod tests {
-    use super::EXP_ZERO_BELOW;
+    use super::*;
 
     #[test]
-    fn expf_is_exactly_zero_below_the_cut() {
-        // Every float32 from just below the cut down to −∞ (bit patterns grow with the magnitude).
-        let first = EXP_ZERO_BELOW.to_bits() + 1;
-        for bits in first..=f32::NEG_INFINITY.to_bits() {
-            let e = libm::expf(f32::from_bits(bits));
-            assert_eq!(e.to_bits(), 0, "expf({}) = {e}", f32::from_bits(bits));
+    fn tanh_is_within_a_few_ulps_of_libm() {
+        let ulps = |a: f64, b: f64| (a.to_bits() as i64 - b.to_bits() as i64).unsigned_abs();
+        let (mut worst, mut exact) = (0, 0);
+        for i in -200_000..=200_000 {
+            let x = f64::from(i) * 1e-4 + 1e-9 * f64::from(i % 7); // −20 ..= 20, irregular steps
+            let e = ulps(tanh(x), libm::tanh(x));
+            worst = worst.max(e);
+            exact += usize::from(e == 0);
         }
+        assert!(exact >= 380_000, "only {exact} of 400,001 exact");
+        for x in [1e-300, 1e-20, 1e-8, 0.25, 0.5493, 0.55, 19.0, 25.0, 1e300] {
+            worst = worst.max(ulps(tanh(x), libm::tanh(x)));
+            worst = worst.max(ulps(tanh(-x), libm::tanh(-x)));
+        }
+        assert!(worst <= 3, "worst error {worst} ulps");
+        assert_eq!(tanh(0.0).to_bits(), 0.0f64.to_bits());
+        assert_eq!(tanh(-0.0).to_bits(), (-0.0f64).to_bits());
+        assert!(tanh(f64::NAN).is_nan());
+        assert_eq!(tanh(f64::INFINITY), 1.0);
+    }
+
+    #[test]
+    fn pairwise_sum_matches_numpy() {
+        // np.sum(np.arange(n, dtype=np.float32) * np.float32(0.1)) for these n, as printed by NumPy 2.4.
+        let sum = |n: usize| pairwise_sum(&(0..n).map(|i| i as f32 * 0.1f32).collect::<Vec<_>>());
+        assert_eq!(sum(5), 1.0);
+        assert_eq!(sum(65), 207.99998);
+        assert_eq!(sum(129), 825.6);
+        assert_eq!(sum(1000), 49950.0);
+        assert_eq!(sum(8193), 3.355853e6);
+    }
+
+    #[test]
+    fn products_add_in_order() {
+        // (2×3)·(3×2), against sums written out by hand.
+        let (a, b) = (
+            [1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+            [0.5, -1.0, 0.25, 2.0, -0.125, 4.0],
+        );
+        let mut c = [0.0; 4];
+        matmul_forward(&mut c, &a, &b, (2, 3, 2));
+        let c00: f32 = (0.0 + 1.0 * 0.5) + 2.0 * 0.25 + 3.0 * -0.125;
+        assert_eq!(c[0], c00);
+        assert_eq!(c[3], (0.0 + 4.0 * -1.0) + 5.0 * 2.0 + 6.0 * 4.0);
     }
 }

@@ -1,4 +1,4 @@
-//! The autograd: a tape of nodes, pushed in forward order and walked in reverse.
+//! Lesson layer. The autograd: a tape of nodes, pushed in forward order and walked in reverse.
 //!
 //! The seed tutorial's `Tensor` keeps `parents` and a `gradient_fn` closure on every tensor, sorts the graph
 //! topologically in `backward()` and calls the closures in reverse. A forward pass already visits the nodes
@@ -9,59 +9,14 @@
 //! The first nodes of the tape are the model's parameters. They stay when [`Tape::reset`] clears the rest,
 //! so one tape serves every training step, and the optimiser updates them in place.
 //!
-//! Each operation's forward pass and its gradient live side by side in [`super::ops`].
-//!
-//! The graph is the same at every step, so the buffers of one step's nodes are kept in a spare store
-//! when the tape is reset and handed out again to the next step's nodes: after the first step, training
-//! allocates no memory.
+//! Each method below works out its output's shape and records an [`Op`]; the arithmetic itself is the
+//! forward/backward pair in [`super::ops`], run by the tape's [`Backend`].
 
-use std::collections::BTreeMap;
-
-use super::bench;
-use super::ops::Op;
-use std::time::Instant;
-
-/// An n-dimensional float32 array in row-major order: the tutorial's `Tensor.data` (DTYPE = float32).
-#[derive(Clone, Debug, PartialEq)]
-pub struct Tensor {
-    pub shape: Vec<usize>,
-    pub data: Vec<f32>,
-}
-
-impl Tensor {
-    /// # Panics
-    /// If `data` does not hold exactly the number of values `shape` describes.
-    pub fn new(shape: &[usize], data: Vec<f32>) -> Self {
-        let len: usize = shape.iter().product();
-        assert_eq!(
-            data.len(),
-            len,
-            "shape {shape:?} needs {len} values, got {}",
-            data.len()
-        );
-        Tensor {
-            shape: shape.to_vec(),
-            data,
-        }
-    }
-
-    /// The size of the last axis (C, V or T, depending on the tensor).
-    pub fn last_dim(&self) -> usize {
-        *self.shape.last().unwrap_or(&1)
-    }
-
-    /// `ndim` in NumPy's terms; AdamW decays only tensors with two or more.
-    pub fn ndim(&self) -> usize {
-        self.shape.len()
-    }
-}
-
-/// A node on the tape: the index of a value and its gradient.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct NodeId(pub(super) usize);
+use super::backend::{Backend, Lesson, Op, mkn};
+use super::optim::AdamW;
+use super::tensor::{NodeId, Tensor};
 
 /// The arena: values, gradients and the operations that made them, all indexed by [`NodeId`].
-#[derive(Debug, Default)]
 pub struct Tape {
     values: Vec<Tensor>,
     /// The gradient of each value; an empty vector stands for zeros that nothing has added to yet.
@@ -69,15 +24,37 @@ pub struct Tape {
     ops: Vec<Op>,
     /// How many nodes at the start are parameters.
     params: usize,
-    /// Buffers of earlier steps' nodes, for the next nodes to reuse.
-    pub(super) spare: Spare,
-    /// When the last node was pushed, while the per-part timers of [`super::bench`] are on.
-    last_push: Option<Instant>,
+    backend: Box<dyn Backend>,
+}
+
+impl std::fmt::Debug for Tape {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        let (nodes, params) = (self.values.len(), self.params);
+        write!(f, "Tape {{ {nodes} nodes, {params} parameters }}")
+    }
+}
+
+impl Default for Tape {
+    fn default() -> Self {
+        Tape::with_backend(Box::new(Lesson))
+    }
 }
 
 impl Tape {
+    /// A tape that computes with the lesson's plain functions.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A tape that computes with `backend`.
+    pub fn with_backend(backend: Box<dyn Backend>) -> Self {
+        Tape {
+            values: vec![],
+            grads: vec![],
+            ops: vec![],
+            params: 0,
+            backend,
+        }
     }
 
     /// Adds a parameter. Parameters come before every other node.
@@ -85,7 +62,7 @@ impl Tape {
         assert_eq!(
             self.values.len(),
             self.params,
-            "parameters must be added before any operation"
+            "parameters come before any operation"
         );
         self.params += 1;
         self.push(value, Op::Leaf)
@@ -96,20 +73,19 @@ impl Tape {
         self.push(value, Op::Leaf)
     }
 
-    /// Appends an operation's output. Used by the operations in [`super::ops`].
-    pub(super) fn push(&mut self, value: Tensor, op: Op) -> NodeId {
-        if bench::timing() {
-            // The time since the last node went into computing this one.
-            let now = Instant::now();
-            if let Some(last) = self.last_push {
-                bench::charge(op.part(), now - last);
-            }
-            self.last_push = Some(now);
-        }
+    fn push(&mut self, value: Tensor, op: Op) -> NodeId {
         self.values.push(value);
         self.grads.push(Vec::new());
         self.ops.push(op);
         NodeId(self.values.len() - 1)
+    }
+
+    /// Runs `op` into a new node of `shape`.
+    fn apply(&mut self, shape: Vec<usize>, mut op: Op) -> NodeId {
+        let len = shape.iter().product();
+        let mut out = Tensor::new(&shape, self.backend.buffer(len));
+        self.backend.forward(&mut op, &self.values, &mut out);
+        self.push(out, op)
     }
 
     pub fn value(&self, id: NodeId) -> &Tensor {
@@ -122,156 +98,211 @@ impl Tape {
         (!g.is_empty()).then_some(g.as_slice())
     }
 
-    /// Drops every node after the parameters: the next forward pass starts from a clean tape. Their
-    /// buffers go to the spare store.
+    /// Drops every node after the parameters: the next forward pass starts from a clean tape.
     pub fn reset(&mut self) {
-        for value in self.values.drain(self.params..) {
-            self.spare.put(value.data);
+        let nodes = self
+            .values
+            .drain(self.params..)
+            .zip(self.grads.drain(self.params..));
+        for ((value, grad), op) in nodes.zip(self.ops.drain(self.params..)) {
+            self.backend.reclaim(value.data, grad, op);
         }
-        for grad in self.grads.drain(self.params..) {
-            self.spare.put(grad);
-        }
-        for op in self.ops.drain(self.params..) {
-            op.recycle(&mut self.spare);
-        }
-        self.last_push = bench::timing().then(Instant::now);
     }
 
     /// `optimizer.zero_grad()`: every parameter's gradient becomes zero.
     pub fn zero_grad(&mut self) {
-        for grad in &mut self.grads {
-            self.spare.put(std::mem::take(grad));
+        for grad in &mut self.grads[..self.params] {
+            self.backend.reclaim(std::mem::take(grad), vec![], Op::Leaf);
         }
     }
 
-    /// The parameters' values and gradients, in the order they were added.
-    pub fn params_mut(&mut self) -> (&mut [Tensor], &mut [Vec<f32>]) {
-        (
-            &mut self.values[..self.params],
-            &mut self.grads[..self.params],
-        )
+    /// The parameters, in the order they were added.
+    pub fn params(&self) -> &[Tensor] {
+        &self.values[..self.params]
+    }
+
+    /// Replaces the parameters' values (a checkpoint's weights), in the order they were added.
+    pub fn set_params<'a>(&mut self, values: impl IntoIterator<Item = &'a [f32]>) {
+        for (p, v) in self.values[..self.params].iter_mut().zip(values) {
+            p.data.copy_from_slice(v);
+        }
+    }
+
+    /// The parameters' gradients, in the order they were added (empty: zero).
+    pub fn param_grads(&self) -> &[Vec<f32>] {
+        &self.grads[..self.params]
     }
 
     // ANCHOR: backward
     /// `loss.backward()`: seeds the gradient of the scalar `loss` with 1 and runs every operation's
     /// gradient in reverse tape order.
     pub fn backward(&mut self, loss: NodeId) {
-        let mut seed = self.spare.take(1);
+        let mut seed = self.backend.buffer(1);
         seed[0] = 1.0;
         self.backward_from(loss, seed);
     }
 
     /// Like [`backward`](Self::backward), with the output's gradient given (for gradient checks of one op).
-    pub fn backward_from(&mut self, output: NodeId, grad: Vec<f32>) {
+    pub fn backward_from(&mut self, output: NodeId, d_output: Vec<f32>) {
         assert_eq!(
-            grad.len(),
+            d_output.len(),
             self.values[output.0].data.len(),
-            "seed gradient has the wrong size"
+            "wrong gradient size"
         );
-        self.grads[output.0] = grad;
-        let mut grads = Grads {
-            of: &mut self.grads,
-            spare: &mut self.spare,
-        };
+        self.grads[output.0] = d_output;
         for i in (self.params..=output.0).rev() {
             // Gradients flow to earlier nodes only, so node i's own gradient is complete here.
-            if grads.of[i].is_empty() {
+            if self.grads[i].is_empty() {
                 continue;
             }
-            let g = std::mem::take(&mut grads.of[i]);
-            let op = &self.ops[i];
-            bench::timed(op.part(), || {
-                op.backward(&g, &self.values[i], &self.values, &mut grads)
-            });
-            grads.of[i] = g;
+            let inputs = self.ops[i].inputs();
+            let mut d_inputs: Vec<Vec<f32>> = inputs
+                .iter()
+                .map(|x| self.backend.buffer(self.values[x.0].data.len()))
+                .collect();
+            let (op, out) = (&self.ops[i], &self.values[i]);
+            self.backend
+                .backward(op, &self.values, out, &self.grads[i], &mut d_inputs);
+            for (x, d) in inputs.into_iter().zip(d_inputs) {
+                self.accumulate(x, d);
+            }
         }
+    }
+
+    /// `x.grad += d`. The first contribution is moved in; later ones are added in float32.
+    fn accumulate(&mut self, x: NodeId, mut d: Vec<f32>) {
+        let grad = &mut self.grads[x.0];
+        if grad.is_empty() {
+            std::mem::swap(grad, &mut d);
+        } else {
+            grad.iter_mut().zip(&d).for_each(|(g, d)| *g += d);
+        }
+        self.backend.reclaim(d, vec![], Op::Leaf);
     }
     // ANCHOR_END: backward
-}
 
-/// What a gradient function writes to: the gradients of the nodes, and spare buffers to build them in.
-pub(super) struct Grads<'a> {
-    of: &'a mut [Vec<f32>],
-    pub spare: &'a mut Spare,
-}
-
-impl Grads<'_> {
-    /// `x.grad += contribution`. The first contribution is moved in; later ones are added in float32.
-    pub fn add(&mut self, id: NodeId, mut contribution: Vec<f32>) {
-        let g = &mut self.of[id.0];
-        if g.is_empty() {
-            std::mem::swap(g, &mut contribution);
-        } else {
-            g.iter_mut().zip(&contribution).for_each(|(g, c)| *g += c);
-        }
-        self.spare.put(contribution);
+    /// `clip_grad_norm(max_norm)` over every parameter's gradient; returns the norm before clipping.
+    pub fn clip_grad_norm(&mut self, max_norm: f64) -> f64 {
+        self.fill_empty_grads();
+        self.backend
+            .clip_grad_norm(&mut self.grads[..self.params], max_norm)
     }
 
-    /// The gradient of `id` as a mutable buffer, zero-filled on first use (for scatter-adds).
-    pub fn buffer(&mut self, id: NodeId, len: usize) -> &mut [f32] {
-        let g = &mut self.of[id.0];
-        if g.is_empty() {
-            *g = self.spare.zeros(len);
-        }
-        g
-    }
-}
-
-/// Buffers that finished nodes gave back, to be handed out again, filed by capacity. The graph is the same
-/// at every step, so each request finds a buffer of exactly its size after the first step.
-#[derive(Debug, Default)]
-pub(super) struct Spare {
-    f32s: BTreeMap<usize, Vec<Vec<f32>>>,
-    f64s: BTreeMap<usize, Vec<Vec<f64>>>,
-}
-
-impl Spare {
-    /// Keeps `buffer` for later (an empty one is dropped).
-    pub fn put(&mut self, buffer: Vec<f32>) {
-        file(&mut self.f32s, buffer);
+    /// `optimizer.step()`: one AdamW update of every parameter from its gradient.
+    pub fn update(&mut self, optimizer: &mut AdamW) {
+        self.fill_empty_grads();
+        let step = optimizer.next_step();
+        let (params, grads) = (&mut self.values[..self.params], &self.grads[..self.params]);
+        let moments = optimizer.moments(params);
+        self.backend.adamw_update(params, grads, moments, &step);
     }
 
-    pub fn put_f64(&mut self, buffer: Vec<f64>) {
-        file(&mut self.f64s, buffer);
-    }
-
-    /// A buffer of `len` values that still hold an earlier step's numbers: the caller must overwrite
-    /// every one. Skipping the zero-fill saves a pass over memory per node.
-    pub fn take(&mut self, len: usize) -> Vec<f32> {
-        take_fitting(&mut self.f32s, len)
-    }
-
-    /// Like [`take`](Self::take), for float64.
-    pub fn take_f64(&mut self, len: usize) -> Vec<f64> {
-        take_fitting(&mut self.f64s, len)
-    }
-
-    /// A buffer of `len` zeros.
-    pub fn zeros(&mut self, len: usize) -> Vec<f32> {
-        let mut buffer = self.take(len);
-        buffer.fill(0.0);
-        buffer
-    }
-}
-
-fn file<T>(store: &mut BTreeMap<usize, Vec<Vec<T>>>, buffer: Vec<T>) {
-    if buffer.capacity() > 0 {
-        store.entry(buffer.capacity()).or_default().push(buffer);
-    }
-}
-
-/// Removes the smallest buffer that holds `len` values from `store` (or makes one) and sets its length.
-fn take_fitting<T: Copy + Default>(store: &mut BTreeMap<usize, Vec<Vec<T>>>, len: usize) -> Vec<T> {
-    let mut buffer = match store.range_mut(len..).next() {
-        Some((&capacity, buffers)) => {
-            let buffer = buffers.pop().expect("no empty lists are kept");
-            if buffers.is_empty() {
-                store.remove(&capacity);
+    /// A parameter no gradient reached has a gradient of zeros, as the tutorial's `np.zeros_like`.
+    fn fill_empty_grads(&mut self) {
+        for (g, p) in self.grads.iter_mut().zip(&self.values[..self.params]) {
+            if g.is_empty() {
+                *g = vec![0.0; p.data.len()];
             }
-            buffer
         }
-        None => Vec::new(),
-    };
-    buffer.resize(len, T::default());
-    buffer
+    }
+}
+
+/// The tutorial's tensor operators and layers, each recorded on the tape. Shapes as in [`super::ops`].
+impl Tape {
+    /// `Embedding.forward`: one row of `table` (V, C) per id; `shape` is the ids' shape, (B, T) or (T).
+    pub fn embedding(&mut self, table: NodeId, ids: &[usize], shape: &[usize]) -> NodeId {
+        let (rows, c) = (self.value(table).shape[0], self.value(table).last_dim());
+        assert!(
+            ids.iter().all(|&id| id < rows),
+            "a token id is outside the table's {rows} rows"
+        );
+        let ids = ids.to_vec();
+        self.apply([shape, &[c]].concat(), Op::Embedding { table, ids }) // (B, T, C)
+    }
+
+    /// `a + b` with NumPy broadcasting of `b` over the leading axes of `a`, e.g. (B, T, C) + (T, C).
+    pub fn add(&mut self, a: NodeId, b: NodeId) -> NodeId {
+        let (sa, sb) = (&self.value(a).shape, &self.value(b).shape);
+        assert!(sa.ends_with(sb), "cannot broadcast {sb:?} onto {sa:?}");
+        self.apply(sa.clone(), Op::Add { a, b }) // (B, T, C)
+    }
+
+    /// `x.transpose((0, 2, 1))`: swaps the last two axes, (B, T, C) → (B, C, T).
+    pub fn transpose(&mut self, x: NodeId) -> NodeId {
+        let mut shape = self.value(x).shape.clone();
+        let n = shape.len();
+        shape.swap(n - 2, n - 1);
+        self.apply(shape, Op::Transpose { x }) // (B, C, T)
+    }
+
+    /// `a @ b` for stacks of matrices: (…, M, K) @ (…, K, N) → (…, M, N), e.g. (B, T, C) @ (B, C, T).
+    pub fn matmul(&mut self, a: NodeId, b: NodeId) -> NodeId {
+        let (av, bv) = (self.value(a), self.value(b));
+        let ((batch, _, k), (batch_b, k_b, _)) = (av.matrices(), bv.matrices());
+        assert!(
+            batch == batch_b && k == k_b,
+            "cannot multiply {:?} by {:?}",
+            av.shape,
+            bv.shape
+        );
+        let mut shape = av.shape.clone();
+        *shape.last_mut().unwrap() = mkn(av, bv).2;
+        self.apply(shape, Op::MatMul { a, b }) // (B, T, T)
+    }
+
+    /// `x * s` for a scalar `s` that is not trained.
+    pub fn scale(&mut self, x: NodeId, s: f32) -> NodeId {
+        self.apply(self.value(x).shape.clone(), Op::Scale { x, s })
+    }
+
+    /// `Tril`: −1e9 above the diagonal of each (T, T) matrix.
+    pub fn tril(&mut self, x: NodeId) -> NodeId {
+        let (_, rows, cols) = self.value(x).matrices();
+        assert_eq!(rows, cols, "Tril masks square matrices");
+        self.apply(self.value(x).shape.clone(), Op::Tril { x })
+    }
+
+    /// `Softmax(axis=-1)`: each row of the last axis becomes weights that sum to 1.
+    pub fn softmax(&mut self, x: NodeId) -> NodeId {
+        self.apply(self.value(x).shape.clone(), Op::Softmax { x })
+    }
+
+    /// GELU, tanh form, elementwise.
+    pub fn gelu(&mut self, x: NodeId) -> NodeId {
+        self.apply(self.value(x).shape.clone(), Op::Gelu { x, tanh: vec![] })
+    }
+
+    /// `Linear`: y = x·Wᵀ + b over any leading axes; W is (out, in), b is (out).
+    pub fn linear(&mut self, x: NodeId, w: NodeId, b: NodeId) -> NodeId {
+        let (n_out, n_in) = (self.value(w).shape[0], self.value(w).shape[1]);
+        let xv = self.value(x);
+        assert_eq!(
+            xv.last_dim(),
+            n_in,
+            "Linear({n_in}, {n_out}) got input {:?}",
+            xv.shape
+        );
+        let mut shape = xv.shape.clone();
+        *shape.last_mut().unwrap() = n_out;
+        self.apply(shape, Op::Linear { x, w, b }) // (B, T, out)
+    }
+
+    /// `GPTLoss`: the mean cross-entropy of logits (…, V) against one target per row. A scalar node.
+    pub fn cross_entropy(&mut self, logits: NodeId, targets: &[usize]) -> NodeId {
+        let lv = self.value(logits);
+        assert_eq!(
+            lv.data.len(),
+            targets.len() * lv.last_dim(),
+            "one target per row of logits"
+        );
+        let targets = targets.to_vec();
+        self.apply(
+            vec![],
+            Op::CrossEntropy {
+                logits,
+                targets,
+                probs: vec![],
+            },
+        ) // ()
+    }
 }

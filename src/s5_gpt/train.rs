@@ -1,14 +1,18 @@
-//! The chapter's `GPTTrainer`: `train` (one optimiser step per batch) and `test` (the mean test loss).
+//! Lesson layer. The chapter's `GPTTrainer`: its hyperparameters, `train` (one optimiser step per batch),
+//! `test` (the mean test loss) and `generate`.
 
-use super::bench::{self, Part};
-use super::checkpoint::Checkpoint;
-use super::data::{Batch, CharDataset, Split, default_data_path};
-use super::error::Error;
+use std::ops::ControlFlow;
+
+use serde::{Deserialize, Serialize};
+
+use super::backend::Backend;
+use super::data::{Batch, CharDataset, Split};
+use super::error::GptError;
 use super::generate::{Sampling, generate};
 use super::model::{Gpt, GptConfig};
-use super::optim::{AdamW, WarmupCosine, clip_grad_norm};
-use super::tape::{Tape, Tensor};
-use super::{Config, check};
+use super::optim::{AdamW, WarmupCosine};
+use super::tape::Tape;
+use super::tensor::Tensor;
 use crate::rng::numpy::NumpyRandom;
 
 /// Linear warm-up steps of the tutorial's scheduler.
@@ -16,6 +20,35 @@ pub const WARMUP_STEPS: usize = 100;
 
 /// The largest global gradient norm the tutorial lets through (`clip_grad_norm()`'s default).
 pub const MAX_GRAD_NORM: f64 = 1.0;
+
+/// The tutorial's hyperparameters (轮数, 批大小, 上下文尺寸, 嵌入尺寸, Transformer 模块数, 学习率) and its seed.
+/// `Recipe::default()` is the chapter's.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Recipe {
+    pub epochs: usize,
+    pub batch_size: usize,
+    pub context_size: usize,
+    pub embedding_size: usize,
+    pub blocks: usize,
+    /// The peak learning rate; the schedule ends at a tenth of it.
+    pub lr: f64,
+    /// `np.random.seed(seed)`: the initial weights, then the sampling.
+    pub seed: u32,
+}
+
+impl Default for Recipe {
+    fn default() -> Self {
+        Recipe {
+            epochs: 2,
+            batch_size: 4,
+            context_size: 32,
+            embedding_size: 64,
+            blocks: 2,
+            lr: 1e-3,
+            seed: 42,
+        }
+    }
+}
 
 // ANCHOR: train_step
 /// One training step, in the tutorial's order: zero the gradients, forward, loss, backward, clip, update.
@@ -34,11 +67,8 @@ pub fn train_step(
     let loss = tape.cross_entropy(logits, &batch.y); // ()
     let value = tape.value(loss).data[0];
     tape.backward(loss);
-    let (params, grads) = tape.params_mut();
-    bench::timed(Part::Optimizer, || {
-        clip_grad_norm(grads, MAX_GRAD_NORM);
-        optimizer.step(params, grads);
-    });
+    tape.clip_grad_norm(MAX_GRAD_NORM);
+    tape.update(optimizer);
     value
 }
 // ANCHOR_END: train_step
@@ -55,7 +85,7 @@ pub struct TestResult {
 }
 
 impl TestResult {
-    /// The true mean loss per test batch: Σ / 1,742 for Tiny Shakespeare (2.0406 after two epochs).
+    /// The mean loss per test batch: Σ / 1,742 for Tiny Shakespeare (2.0406 after two epochs).
     pub fn mean(&self) -> f64 {
         self.loss_sum / self.batches as f64
     }
@@ -64,10 +94,6 @@ impl TestResult {
 // ANCHOR: test
 /// Runs every test batch through the model (no gradients) and sums the per-batch mean cross-entropies;
 /// `each` is called after every batch (for a progress bar).
-///
-/// The stored NumPy chapter divides this sum by `len(dataset)` *after* switching the dataset back to
-/// training mode, i.e. by the 15,684 train batches instead of the 1,742 test batches, and prints
-/// 0.2266… instead of 2.0406…. [`TestResult::mean`] divides by the number of test batches.
 pub fn test(
     tape: &mut Tape,
     model: &Gpt,
@@ -80,9 +106,9 @@ pub fn test(
     for i in 0..batches {
         let batch = dataset.batch(Split::Test, i);
         tape.reset();
-        let logits = model.forward(tape, &batch.x, dataset.batch_size); // (B, T, V)
+        let logits = model.forward(tape, &batch.x, batch.rows); // (B, T, V)
         logits_shape.clone_from(&tape.value(logits).shape);
-        let loss = tape.cross_entropy(logits, &batch.y);
+        let loss = tape.cross_entropy(logits, &batch.y); // ()
         loss_sum += f64::from(tape.value(loss).data[0]);
         each();
     }
@@ -95,10 +121,30 @@ pub fn test(
 }
 // ANCHOR_END: test
 
+/// Everything a run needs to go on later, as plain data: what a checkpoint saves.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TrainState {
+    pub recipe: Recipe,
+    /// The characters of the vocabulary, in token order.
+    pub vocab: Vec<char>,
+    /// Steps in the whole schedule (epochs × train batches).
+    pub total_steps: usize,
+    /// (name, value) of every parameter, in the tutorial's order.
+    pub weights: Vec<(String, Tensor)>,
+    /// AdamW's step count and moments.
+    pub adam_t: i32,
+    pub m: Vec<Vec<f32>>,
+    pub v: Vec<Vec<f32>>,
+    /// The loss and learning rate of every step so far.
+    pub losses: Vec<f32>,
+    pub lrs: Vec<f64>,
+}
+
 // ANCHOR: trainer
 /// The chapter's set-up and `GPTTrainer` in one place: dataset, model, optimiser, schedule and generator.
 #[derive(Debug)]
 pub struct Trainer {
+    pub recipe: Recipe,
     pub dataset: CharDataset,
     /// Holds the parameters (its first nodes) and, during a step, the graph.
     pub tape: Tape,
@@ -109,8 +155,6 @@ pub struct Trainer {
     pub schedule: WarmupCosine,
     /// Steps this run trains: epochs × train batches, or fewer with `max_steps`.
     pub steps: usize,
-    /// The settings it was made with.
-    pub config: Config,
     /// The loss of every step trained so far, before its update; the next step is `losses.len()`.
     pub losses: Vec<f32>,
     /// The learning rate of every step trained so far.
@@ -118,25 +162,29 @@ pub struct Trainer {
 }
 
 impl Trainer {
-    /// Loads the data, seeds the generator and builds the model, in the tutorial's order.
-    pub fn new(cfg: &Config) -> Result<Self, Error> {
-        check(cfg)?;
-        let path = cfg.data.clone().unwrap_or_else(default_data_path);
-        let dataset = CharDataset::load(&path, cfg.batch_size, cfg.context_size)?;
-        let mut rng = NumpyRandom::seed(cfg.seed);
-        let mut tape = Tape::new();
+    /// Seeds the generator and builds the model in the tutorial's order; `backend` does the arithmetic.
+    pub fn new(
+        recipe: Recipe,
+        dataset: CharDataset,
+        backend: Box<dyn Backend>,
+        max_steps: Option<usize>,
+    ) -> Self {
+        let mut rng = NumpyRandom::seed(recipe.seed);
+        let mut tape = Tape::with_backend(backend);
         let config = GptConfig {
             vocab_size: dataset.vocab_size(),
-            context_size: cfg.context_size,
-            embedding_size: cfg.embedding_size,
-            blocks: cfg.blocks,
+            context_size: recipe.context_size,
+            embedding_size: recipe.embedding_size,
+            blocks: recipe.blocks,
         };
         let model = Gpt::new(&mut tape, &mut rng, config);
-        let total = cfg.epochs * dataset.len(Split::Train);
-        let schedule = WarmupCosine::new(cfg.lr, total, WARMUP_STEPS, cfg.lr / 10.0);
-        let steps = cfg.max_steps.map_or(total, |m| m.min(total));
-        let optimizer = AdamW::new(cfg.lr);
-        Ok(Trainer {
+        let total = recipe.epochs * dataset.len(Split::Train);
+        let schedule = WarmupCosine::new(recipe.lr, total, WARMUP_STEPS, recipe.lr / 10.0);
+        let steps = max_steps.map_or(total, |m| m.min(total));
+        let (losses, lrs) = (Vec::with_capacity(steps), Vec::with_capacity(steps));
+        let optimizer = AdamW::new(recipe.lr);
+        Trainer {
+            recipe,
             dataset,
             tape,
             model,
@@ -144,46 +192,39 @@ impl Trainer {
             optimizer,
             schedule,
             steps,
-            config: cfg.clone(),
-            losses: Vec::with_capacity(steps),
-            lrs: Vec::with_capacity(steps),
-        })
-    }
-
-    /// Trains the next step and records its loss and learning rate. A loss that is not a finite number
-    /// ends the run: every later step would be NaN too.
-    pub fn step(&mut self) -> Result<f32, Error> {
-        let s = self.losses.len();
-        let (lr, loss) = self.train_step(s);
-        if !loss.is_finite() {
-            let lr = self.config.lr;
-            return Err(Error::LossNotFinite { step: s, loss, lr });
+            losses,
+            lrs,
         }
-        self.losses.push(loss);
-        self.lrs.push(lr);
-        Ok(loss)
     }
 
-    /// Continues from a checkpoint of this same run: its weights, AdamW's state and the history.
-    pub fn restore(&mut self, checkpoint: &Checkpoint) -> Result<(), Error> {
-        let state = checkpoint.train_state()?;
-        self.restore_weights(checkpoint);
-        self.optimizer.restore(state.adam_t, state.m, state.v);
-        (self.losses, self.lrs) = (state.losses, state.lrs);
+    /// Trains from the next step to `steps`, one batch after another (no shuffling, batch s mod 15,684),
+    /// and calls `each` after every step; `each` may stop the run early. A loss that is not a finite
+    /// number ends it with an error: every later step would be NaN too.
+    pub fn train(
+        &mut self,
+        mut each: impl FnMut(&Trainer) -> ControlFlow<()>,
+    ) -> Result<(), GptError> {
+        while self.losses.len() < self.steps {
+            let s = self.losses.len();
+            let lr = self.schedule.lr(s);
+            let batch = self
+                .dataset
+                .batch(Split::Train, s % self.dataset.len(Split::Train));
+            let loss = train_step(&mut self.tape, &self.model, &mut self.optimizer, &batch, lr);
+            if !loss.is_finite() {
+                return Err(GptError::LossNotFinite {
+                    step: s,
+                    loss,
+                    lr: self.recipe.lr,
+                });
+            }
+            self.losses.push(loss);
+            self.lrs.push(lr);
+            if each(self).is_break() {
+                break;
+            }
+        }
         Ok(())
-    }
-
-    /// Global step `s`: batch `s mod 15,684` (no shuffling), at the scheduled learning rate.
-    /// Returns the learning rate and the batch's loss before the update.
-    pub fn train_step(&mut self, s: usize) -> (f64, f32) {
-        let lr = self.schedule.lr(s);
-        let batch = self
-            .dataset
-            .batch(Split::Train, s % self.dataset.len(Split::Train));
-        (
-            lr,
-            train_step(&mut self.tape, &self.model, &mut self.optimizer, &batch, lr),
-        )
     }
 
     /// The mean loss over the test split; `each` is called after every batch.
@@ -191,34 +232,59 @@ impl Trainer {
         test(&mut self.tape, &self.model, &self.dataset, each)
     }
 
-    /// Takes the checkpoint's weights (and nothing else: enough to test or sample).
-    pub fn restore_weights(&mut self, checkpoint: &Checkpoint) {
-        let (params, _) = self.tape.params_mut();
-        for (p, (_, _, values)) in params.iter_mut().zip(&checkpoint.weights) {
-            p.data.clone_from(values);
-        }
-    }
-
     /// `prompt` and `steps` sampled characters, continuing the generator's stream.
-    pub fn generate(&mut self, prompt: &str, steps: usize) -> Result<String, Error> {
+    pub fn generate(&mut self, prompt: &str, steps: usize) -> Result<String, GptError> {
+        let (tape, model, rng) = (&mut self.tape, &self.model, &mut self.rng);
         generate(
-            &mut self.tape,
-            &self.model,
+            tape,
+            model,
             &self.dataset,
             prompt,
             steps,
-            &mut self.rng,
+            rng,
             Sampling::default(),
         )
     }
-
-    /// The parameters in the tutorial's order.
-    pub fn parameters(&mut self) -> &[Tensor] {
-        self.tape.params_mut().0
-    }
-
-    pub fn parameter_count(&mut self) -> usize {
-        self.parameters().iter().map(|p| p.data.len()).sum()
-    }
 }
 // ANCHOR_END: trainer
+
+/// What the tool needs besides the lesson: counts, and a run's state to save and restore.
+impl Trainer {
+    /// The parameters in the tutorial's order.
+    pub fn parameters(&self) -> &[Tensor] {
+        self.tape.params()
+    }
+
+    pub fn parameter_count(&self) -> usize {
+        self.parameters().iter().map(|p| p.data.len()).sum()
+    }
+
+    /// The run so far, as plain data.
+    pub fn state(&self) -> TrainState {
+        let names = self
+            .model
+            .named_parameters()
+            .into_iter()
+            .map(|(name, _)| name);
+        TrainState {
+            recipe: self.recipe,
+            vocab: self.dataset.vocab.clone(),
+            total_steps: self.schedule.total,
+            weights: names.zip(self.parameters().iter().cloned()).collect(),
+            adam_t: self.optimizer.t,
+            m: self.optimizer.m.clone(),
+            v: self.optimizer.v.clone(),
+            losses: self.losses.clone(),
+            lrs: self.lrs.clone(),
+        }
+    }
+
+    /// Continues a saved run of this same recipe: its weights, AdamW's state and the history, so that
+    /// the next step is the one an uninterrupted run would take.
+    pub fn restore(&mut self, state: TrainState) {
+        self.tape
+            .set_params(state.weights.iter().map(|(_, w)| &w.data[..]));
+        (self.optimizer.t, self.optimizer.m, self.optimizer.v) = (state.adam_t, state.m, state.v);
+        (self.losses, self.lrs) = (state.losses, state.lrs);
+    }
+}

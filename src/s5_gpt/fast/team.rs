@@ -1,4 +1,4 @@
-//! The training threads: the calling thread plus helpers that wait for work by spinning.
+//! Fast layer. The training threads: the calling thread plus helpers that wait for work by spinning.
 //!
 //! A training step forks and joins about thirty times, and most of its pieces of work take 5 to 40 µs. A
 //! general-purpose pool puts an idle worker to sleep, or makes it yield to the kernel, and on a virtual

@@ -1,10 +1,10 @@
-//! Checkpoints: a trained model and its training state in a folder that Python can read too.
+//! Tool layer. Checkpoints: a trained model and its training state in a folder that Python can read too.
 //!
 //! `s5_gpt train --save DIR` writes three files:
 //!
 //! | file | holds |
 //! |---|---|
-//! | `model.safetensors` | the weights, float32, named as in [`Gpt::named_parameters`]: `tok_emb.weight` (V, C), `pos_emb.weight` (T, C), `blocks.{i}.attn.out.weight` (C, C), `blocks.{i}.ff.in.weight` (4C, C), `blocks.{i}.ff.out.weight` (C, 4C), `head.weight` (V, C), and a `.bias` for each Linear |
+//! | `model.safetensors` | the weights, float32, named as in [`crate::s5_gpt::Gpt::named_parameters`]: `tok_emb.weight` (V, C), `pos_emb.weight` (T, C), `blocks.{i}.attn.out.weight` (C, C), `blocks.{i}.ff.in.weight` (4C, C), `blocks.{i}.ff.out.weight` (C, 4C), `head.weight` (V, C), and a `.bias` for each Linear |
 //! | `optimizer.safetensors` | AdamW's moments of every weight (`{name}.exp_avg`, `{name}.exp_avg_sq`), and the loss (`train.loss`) and learning rate (`train.lr`) of every step so far |
 //! | `config.json` | the sizes, the training settings, the vocabulary, the step, and the sha256 of the two other files |
 //!
@@ -22,14 +22,15 @@ use std::path::{Path, PathBuf};
 
 use safetensors::{Dtype, SafeTensors, tensor::TensorView};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
-use super::error::Error;
-use super::model::{Gpt, GptConfig};
-use super::tape::Tape;
-use super::train::{MAX_GRAD_NORM, Trainer, WARMUP_STEPS};
-use super::{Config, check};
+use super::config::check_recipe;
+use super::files::{sha256_hex, write_atomic};
 use crate::rng::numpy::NumpyRandom;
+use crate::s5_gpt::error::GptError;
+use crate::s5_gpt::model::{Gpt, GptConfig};
+use crate::s5_gpt::tape::Tape;
+use crate::s5_gpt::tensor::Tensor;
+use crate::s5_gpt::train::{MAX_GRAD_NORM, Recipe, TrainState, WARMUP_STEPS};
 
 pub const MODEL_FILE: &str = "model.safetensors";
 pub const OPTIMIZER_FILE: &str = "optimizer.safetensors";
@@ -44,17 +45,11 @@ pub struct SavedConfig {
     /// The characters of the vocabulary, in token order.
     pub vocab: String,
     pub vocab_size: usize,
-    pub context_size: usize,
-    pub embedding_size: usize,
-    pub blocks: usize,
-    pub batch_size: usize,
-    pub epochs: usize,
-    /// The peak learning rate of the warm-up–cosine schedule.
-    pub lr: f64,
+    /// The sizes and the training recipe, as fields of this same object.
+    #[serde(flatten)]
+    pub recipe: Recipe,
     pub warmup_steps: usize,
     pub max_grad_norm: f64,
-    /// `np.random.seed`: the initial weights, and the sampling of the chapter run.
-    pub seed: u32,
     /// Steps trained so far, and in the whole run.
     pub step: usize,
     pub total_steps: usize,
@@ -66,9 +61,9 @@ impl SavedConfig {
     pub fn gpt_config(&self) -> GptConfig {
         GptConfig {
             vocab_size: self.vocab_size,
-            context_size: self.context_size,
-            embedding_size: self.embedding_size,
-            blocks: self.blocks,
+            context_size: self.recipe.context_size,
+            embedding_size: self.recipe.embedding_size,
+            blocks: self.recipe.blocks,
         }
     }
 
@@ -76,18 +71,31 @@ impl SavedConfig {
         self.vocab.chars().collect()
     }
 
-    /// The run settings this checkpoint was trained with; the rest (data, prompt, …) are the defaults.
-    pub fn run_config(&self) -> Config {
-        Config {
-            epochs: self.epochs,
-            batch_size: self.batch_size,
-            context_size: self.context_size,
-            embedding_size: self.embedding_size,
-            blocks: self.blocks,
-            lr: self.lr,
-            seed: self.seed,
-            ..Config::default()
+    /// What cannot hold in a checkpoint this crate wrote: a size out of range, another warm-up or
+    /// clipping than the tutorial's, more steps done than the run has.
+    fn contradiction(&self) -> Option<String> {
+        if let Err(e) = check_recipe(&self.recipe) {
+            return Some(e.to_string());
         }
+        if self.vocab.chars().count() != self.vocab_size || self.vocab_size == 0 {
+            return Some("vocab_size is not the length of vocab".into());
+        }
+        if self.warmup_steps != WARMUP_STEPS || self.max_grad_norm != MAX_GRAD_NORM {
+            let (w, g) = (self.warmup_steps, self.max_grad_norm);
+            return Some(format!(
+                "warmup_steps {w} and max_grad_norm {g} are not the tutorial's {WARMUP_STEPS} and {MAX_GRAD_NORM}"
+            ));
+        }
+        if self.total_steps == 0
+            || self.step > self.total_steps
+            || i32::try_from(self.step).is_err()
+        {
+            return Some(format!(
+                "step {} does not fit a run of {} steps",
+                self.step, self.total_steps
+            ));
+        }
+        None
     }
 }
 
@@ -96,54 +104,54 @@ impl SavedConfig {
 pub struct Checkpoint {
     pub dir: PathBuf,
     pub config: SavedConfig,
-    /// (name, shape, values) of every parameter, in [`Gpt::named_parameters`] order.
-    pub weights: Vec<(String, Vec<usize>, Vec<f32>)>,
-}
-
-/// AdamW's state and the run's history, from `optimizer.safetensors`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct TrainState {
-    /// AdamW's step count t (the training step).
-    pub adam_t: i32,
-    pub m: Vec<Vec<f32>>,
-    pub v: Vec<Vec<f32>>,
-    pub losses: Vec<f32>,
-    pub lrs: Vec<f64>,
+    /// (name, value) of every parameter, in [`Gpt::named_parameters`] order.
+    pub weights: Vec<(String, Tensor)>,
 }
 
 // ANCHOR: save
-/// Writes `trainer`'s weights, optimiser state and settings to `dir` (created if needed).
-pub fn save(dir: &Path, trainer: &Trainer) -> Result<(), Error> {
-    std::fs::create_dir_all(dir).map_err(|source| Error::Write {
+/// Writes a run's state to `dir` (created if needed): weights, optimiser state and settings.
+pub fn save(dir: &Path, state: &TrainState) -> Result<(), GptError> {
+    std::fs::create_dir_all(dir).map_err(|source| GptError::Write {
         path: dir.to_path_buf(),
         source,
     })?;
-    let step = trainer.losses.len();
-    let names = trainer.model.named_parameters();
-    let weights = names.iter().map(|(name, id)| {
-        let t = trainer.tape.value(*id);
-        (name.clone(), t.shape.clone(), f32_bytes(&t.data))
-    });
+    let step = state.losses.len();
+    let weights = state
+        .weights
+        .iter()
+        .map(|(name, t)| (name.clone(), t.shape.clone(), f32_bytes(&t.data)));
     let model = serialize(weights.collect(), step)?;
 
-    let (_, m, v) = trainer.optimizer.state();
     let mut tensors = vec![];
-    for (i, (name, id)) in names.iter().enumerate() {
-        let shape = &trainer.tape.value(*id).shape;
-        let len: usize = shape.iter().product();
-        let moment = |all: &[Vec<f32>]| f32_bytes(all.get(i).map_or(&vec![0.0; len], |x| x));
-        tensors.push((format!("{name}.exp_avg"), shape.clone(), moment(m)));
-        tensors.push((format!("{name}.exp_avg_sq"), shape.clone(), moment(v)));
+    for (i, (name, t)) in state.weights.iter().enumerate() {
+        let zeros = vec![0.0; t.data.len()]; // AdamW's moments before its first step
+        let moment = |all: &[Vec<f32>]| f32_bytes(all.get(i).unwrap_or(&zeros));
+        tensors.push((format!("{name}.exp_avg"), t.shape.clone(), moment(&state.m)));
+        tensors.push((
+            format!("{name}.exp_avg_sq"),
+            t.shape.clone(),
+            moment(&state.v),
+        ));
     }
-    tensors.push(("train.loss".into(), vec![step], f32_bytes(&trainer.losses)));
-    let lrs = trainer.lrs.iter().flat_map(|x| x.to_le_bytes()).collect();
+    tensors.push(("train.loss".into(), vec![step], f32_bytes(&state.losses)));
+    let lrs = state.lrs.iter().flat_map(|x| x.to_le_bytes()).collect();
     tensors.push(("train.lr".into(), vec![step], lrs));
     let optimizer = serialize(tensors, step)?;
 
-    let config = saved_config(
-        trainer,
-        [(MODEL_FILE, &model), (OPTIMIZER_FILE, &optimizer)],
-    );
+    let config = SavedConfig {
+        format: FORMAT.into(),
+        vocab: state.vocab.iter().collect(),
+        vocab_size: state.vocab.len(),
+        recipe: state.recipe,
+        warmup_steps: WARMUP_STEPS,
+        max_grad_norm: MAX_GRAD_NORM,
+        step,
+        total_steps: state.total_steps,
+        sha256: [(MODEL_FILE, &model), (OPTIMIZER_FILE, &optimizer)]
+            .iter()
+            .map(|(name, bytes)| (name.to_string(), sha256_hex(bytes)))
+            .collect(),
+    };
     let config = serde_json::to_string_pretty(&config).expect("a config always serialises") + "\n";
     write_atomic(&dir.join(MODEL_FILE), &model)?;
     write_atomic(&dir.join(OPTIMIZER_FILE), &optimizer)?;
@@ -151,36 +159,15 @@ pub fn save(dir: &Path, trainer: &Trainer) -> Result<(), Error> {
 }
 // ANCHOR_END: save
 
-fn saved_config(trainer: &Trainer, files: [(&str, &Vec<u8>); 2]) -> SavedConfig {
-    let cfg = &trainer.config;
-    SavedConfig {
-        format: FORMAT.into(),
-        vocab: trainer.dataset.vocab.iter().collect(),
-        vocab_size: trainer.dataset.vocab_size(),
-        context_size: cfg.context_size,
-        embedding_size: cfg.embedding_size,
-        blocks: cfg.blocks,
-        batch_size: cfg.batch_size,
-        epochs: cfg.epochs,
-        lr: cfg.lr,
-        warmup_steps: WARMUP_STEPS,
-        max_grad_norm: MAX_GRAD_NORM,
-        seed: cfg.seed,
-        step: trainer.losses.len(),
-        total_steps: trainer.schedule.total,
-        sha256: files
-            .iter()
-            .map(|(name, bytes)| (name.to_string(), sha256(bytes)))
-            .collect(),
-    }
-}
-
 fn f32_bytes(values: &[f32]) -> Vec<u8> {
     values.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
 /// A safetensors file of float32 tensors (float64 for `train.lr`), with the step in its metadata.
-fn serialize(tensors: Vec<(String, Vec<usize>, Vec<u8>)>, step: usize) -> Result<Vec<u8>, Error> {
+fn serialize(
+    tensors: Vec<(String, Vec<usize>, Vec<u8>)>,
+    step: usize,
+) -> Result<Vec<u8>, GptError> {
     let mut views = Vec::with_capacity(tensors.len());
     for (name, shape, bytes) in &tensors {
         let dtype = if name == "train.lr" {
@@ -194,63 +181,37 @@ fn serialize(tensors: Vec<(String, Vec<usize>, Vec<u8>)>, step: usize) -> Result
     // One key only: a HashMap of more would be written in a different order each time.
     let metadata = HashMap::from([("step".to_string(), step.to_string())]);
     safetensors::serialize(views, Some(metadata))
-        .map_err(|e| Error::Config(format!("cannot encode a checkpoint: {e}")))
-}
-
-/// Writes `path.tmp`, flushes it to disk, and renames it over `path`.
-pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), Error> {
-    use std::io::Write;
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    let err = |source| Error::Write {
-        path: path.to_path_buf(),
-        source,
-    };
-    let written = std::fs::File::create(&tmp)
-        .and_then(|mut file| file.write_all(bytes).and_then(|()| file.sync_all()))
-        .and_then(|()| std::fs::rename(&tmp, path));
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp); // the old file, if any, is untouched
-    }
-    written.map_err(err)
-}
-
-fn sha256(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+        .map_err(|e| GptError::Config(format!("cannot encode a checkpoint: {e}")))
 }
 
 // ANCHOR: load
 /// Reads and checks the checkpoint in `dir`: the config, the weights' checksum, names, shapes and type.
-pub fn load(dir: &Path) -> Result<Checkpoint, Error> {
+pub fn load(dir: &Path) -> Result<Checkpoint, GptError> {
     if !dir.is_dir() {
-        return Err(Error::CheckpointMissing {
+        return Err(GptError::CheckpointMissing {
             dir: dir.to_path_buf(),
         });
     }
     let config_path = dir.join(CONFIG_FILE);
     let text = read(&config_path)?;
-    let config: SavedConfig = serde_json::from_slice(&text).map_err(|e| Error::CheckpointFile {
-        path: config_path.clone(),
-        why: format!("not a checkpoint config: {e}"),
-    })?;
+    let config: SavedConfig =
+        serde_json::from_slice(&text).map_err(|e| GptError::CheckpointFile {
+            path: config_path.clone(),
+            why: format!("not a checkpoint config: {e}"),
+        })?;
     if config.format != FORMAT {
-        return Err(Error::CheckpointFile {
+        return Err(GptError::CheckpointFile {
             path: config_path,
             why: format!("its format is {:?}, not {FORMAT:?}", config.format),
         });
     }
-    let mismatch = |why: String| Error::CheckpointMismatch {
+    let mismatch = |why: String| GptError::CheckpointMismatch {
         dir: dir.to_path_buf(),
         why,
     };
-    if config.vocab.chars().count() != config.vocab_size || config.vocab_size == 0 {
-        return Err(mismatch("vocab_size is not the length of vocab".into()));
+    if let Some(why) = config.contradiction() {
+        return Err(mismatch(why));
     }
-    check(&config.run_config()).map_err(|e| mismatch(e.to_string()))?;
     let bytes = read_checked(dir, &config, MODEL_FILE)?;
     let file = parse(&dir.join(MODEL_FILE), &bytes)?;
     // A scratch model gives the names and shapes the config implies.
@@ -260,7 +221,7 @@ pub fn load(dir: &Path) -> Result<Checkpoint, Error> {
     for (name, id) in model.named_parameters() {
         let shape = &tape.value(id).shape;
         let values = tensor_f32(&file, &name, shape).map_err(mismatch)?;
-        weights.push((name, shape.clone(), values));
+        weights.push((name, Tensor::new(shape, values)));
     }
     if file.len() != weights.len() {
         let why = format!("{} tensors, the config needs {}", file.len(), weights.len());
@@ -279,25 +240,23 @@ impl Checkpoint {
     /// as in the chapter, so that `rng` continues where the chapter's generator would.
     pub fn model(&self, tape: &mut Tape, rng: &mut NumpyRandom) -> Gpt {
         let model = Gpt::new(tape, rng, self.config.gpt_config());
-        let (params, _) = tape.params_mut();
-        for (p, (_, _, values)) in params.iter_mut().zip(&self.weights) {
-            p.data.clone_from(values);
-        }
+        tape.set_params(self.weights.iter().map(|(_, w)| &w.data[..]));
         model
     }
 
-    /// AdamW's state and the loss history, from `optimizer.safetensors`.
-    pub fn train_state(&self) -> Result<TrainState, Error> {
+    /// The whole run as saved: the weights, and AdamW's state and the history from
+    /// `optimizer.safetensors`.
+    pub fn train_state(&self) -> Result<TrainState, GptError> {
         let bytes = read_checked(&self.dir, &self.config, OPTIMIZER_FILE)?;
         let file = parse(&self.dir.join(OPTIMIZER_FILE), &bytes)?;
-        let mismatch = |why: String| Error::CheckpointMismatch {
+        let mismatch = |why: String| GptError::CheckpointMismatch {
             dir: self.dir.clone(),
             why,
         };
         let (mut m, mut v) = (vec![], vec![]);
-        for (name, shape, _) in &self.weights {
-            m.push(tensor_f32(&file, &format!("{name}.exp_avg"), shape).map_err(mismatch)?);
-            v.push(tensor_f32(&file, &format!("{name}.exp_avg_sq"), shape).map_err(mismatch)?);
+        for (name, w) in &self.weights {
+            m.push(tensor_f32(&file, &format!("{name}.exp_avg"), &w.shape).map_err(mismatch)?);
+            v.push(tensor_f32(&file, &format!("{name}.exp_avg_sq"), &w.shape).map_err(mismatch)?);
         }
         let step = self.config.step;
         let losses = tensor_f32(&file, "train.loss", &[step]).map_err(mismatch)?;
@@ -309,12 +268,16 @@ impl Checkpoint {
         let (_, header) = SafeTensors::read_metadata(&bytes).expect("parsed above");
         let saved_step = header.metadata().as_ref().and_then(|meta| meta.get("step"));
         if saved_step != Some(&step.to_string()) {
-            let why = format!("{OPTIMIZER_FILE} is not from step {step}");
-            return Err(mismatch(why));
+            return Err(mismatch(format!(
+                "{OPTIMIZER_FILE} is not from step {step}"
+            )));
         }
-        let adam_t = i32::try_from(step).map_err(|_| mismatch("step is too large".into()))?;
         Ok(TrainState {
-            adam_t,
+            recipe: self.config.recipe,
+            vocab: self.config.vocab(),
+            total_steps: self.config.total_steps,
+            weights: self.weights.clone(),
+            adam_t: i32::try_from(step).map_err(|_| mismatch("step is too large".into()))?,
             m,
             v,
             losses,
@@ -323,8 +286,8 @@ impl Checkpoint {
     }
 }
 
-fn read(path: &Path) -> Result<Vec<u8>, Error> {
-    std::fs::read(path).map_err(|e| Error::CheckpointFile {
+fn read(path: &Path) -> Result<Vec<u8>, GptError> {
+    std::fs::read(path).map_err(|e| GptError::CheckpointFile {
         path: path.to_path_buf(),
         why: match e.kind() {
             std::io::ErrorKind::NotFound => "it is missing".into(),
@@ -334,12 +297,12 @@ fn read(path: &Path) -> Result<Vec<u8>, Error> {
 }
 
 /// Reads a tensor file and checks it is the one `config.json` was saved with.
-fn read_checked(dir: &Path, config: &SavedConfig, name: &str) -> Result<Vec<u8>, Error> {
+fn read_checked(dir: &Path, config: &SavedConfig, name: &str) -> Result<Vec<u8>, GptError> {
     let path = dir.join(name);
     let bytes = read(&path)?;
     parse(&path, &bytes)?; // a cut-off file is reported as such, before its checksum
-    if config.sha256.get(name) != Some(&sha256(&bytes)) {
-        return Err(Error::CheckpointFile {
+    if config.sha256.get(name) != Some(&sha256_hex(&bytes)) {
+        return Err(GptError::CheckpointFile {
             path,
             why:
                 "its sha256 is not the one config.json records: it is corrupt or from another save"
@@ -349,8 +312,8 @@ fn read_checked(dir: &Path, config: &SavedConfig, name: &str) -> Result<Vec<u8>,
     Ok(bytes)
 }
 
-fn parse<'a>(path: &Path, bytes: &'a [u8]) -> Result<SafeTensors<'a>, Error> {
-    SafeTensors::deserialize(bytes).map_err(|e| Error::CheckpointFile {
+fn parse<'a>(path: &Path, bytes: &'a [u8]) -> Result<SafeTensors<'a>, GptError> {
+    SafeTensors::deserialize(bytes).map_err(|e| GptError::CheckpointFile {
         path: path.to_path_buf(),
         why: format!("not a complete safetensors file: {e}"),
     })

@@ -1,4 +1,4 @@
-//! Deterministic kernels: the matrix product and NumPy's float32 summation.
+//! Fast layer. The matrix product kernel, vector lanes, and the lane-wide tanh.
 //!
 //! The seed tutorial multiplies with `@` (OpenBLAS) and sums with `np.sum`. Neither order of additions is
 //! fixed across machines, so this module fixes its own:
@@ -8,9 +8,13 @@
 //!   the code never asks for it. The inner loop runs along `j`, so a SIMD lane holds one output element and the
 //!   order of its additions stays the same at any vector width, with or without AVX2.
 //! * Threads split the *outputs* (rows of `c`), never a sum, so every thread count gives the same bits.
-//! * [`pairwise_sum`] is NumPy's float32 `np.sum` along a contiguous axis, replayed exactly.
+//! * Each product gives exactly the bits of the lesson's [`ops::matmul_forward`], which adds the same
+//!   terms in the same order; the tests compare the two.
 
 use super::team;
+#[cfg(doc)]
+use crate::s5_gpt::ops;
+use crate::s5_gpt::ops::{INV_FACT, LN2_HI, LN2_LO, ROUND};
 use std::cell::Cell;
 use std::thread::LocalKey;
 
@@ -306,89 +310,18 @@ pub fn vectorised<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
-/// Copies a row-major `rows×cols` matrix into its transpose (`cols×rows`).
-pub fn transpose(src: &[f32], rows: usize, cols: usize) -> Vec<f32> {
-    let mut dst = vec![0.0; rows * cols];
-    for (i, row) in src.chunks_exact(cols).enumerate() {
-        for (j, &v) in row.iter().enumerate() {
-            dst[j * rows + i] = v;
-        }
-    }
-    dst
-}
-
-/// NumPy's `np.sum` of a contiguous float32 array: pairwise summation with eight accumulators.
-///
-/// NumPy adds blocks of at most 128 values with eight running sums, combines them as
-/// `((r0+r1)+(r2+r3)) + ((r4+r5)+(r6+r7))`, adds the leftovers in order, and splits longer arrays in
-/// two halves (a multiple of 8 on the left). Fewer than 8 values are added in order. Checked against
-/// NumPy 2.4 for lengths 1 to 20,000 and for rows of 2-D arrays (`axis=-1`).
-pub fn pairwise_sum(a: &[f32]) -> f32 {
-    pairwise_sum_by(a, |x| x)
-}
-
-/// [`pairwise_sum`] of `f(x)` for each `x` of `a`, without storing the `f(x)` first; e.g. Σx² for
-/// `np.sum(g ** 2)`.
-#[inline(always)]
-pub fn pairwise_sum_by(a: &[f32], f: impl Fn(f32) -> f32 + Copy) -> f32 {
-    let n = a.len();
-    if n < 8 {
-        a.iter().fold(0.0, |s, &x| s + f(x))
-    } else if n <= 128 {
-        let mut r: [f32; 8] = std::array::from_fn(|j| f(a[j]));
-        let whole = n - n % 8;
-        for block in a[8..whole].chunks_exact(8) {
-            for (rj, &x) in r.iter_mut().zip(block) {
-                *rj += f(x);
-            }
-        }
-        let head = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
-        a[whole..].iter().fold(head, |s, &x| s + f(x))
-    } else {
-        let half = n / 2;
-        let half = half - half % 8;
-        pairwise_sum_by(&a[..half], f) + pairwise_sum_by(&a[half..], f)
-    }
-}
-
 // ANCHOR: tanh
-/// tanh of L float64 lanes, from +, −, × and ÷ alone, so that it vectorises and gives the same bits
-/// everywhere.
+/// The lesson's [`ops::tanh`] on L float64 lanes at once: the same operations, so the same bits.
 ///
-/// GELU needs 65,536 tanh per training step; a scalar library call for each costs more than all the
-/// matrix products. NumPy itself uses its own SIMD tanh here, not the C library's. This one agrees with
-/// `libm::tanh` to the last bit for 96% of inputs and is never more than 3 float64 ulps away, far below the
-/// float32 rounding GELU's output gets:
-///
-/// tanh(a) = e / (e + 2) with e = expm1(2a), and expm1(y) = 2ᵏ·expm1(r) + (2ᵏ − 1) for y = k·ln 2 + r,
-/// |r| ≤ ln2/2, where expm1(r) is its Taylor series to r¹³.
+/// GELU needs 65,536 tanh per training step; one call at a time, each a long chain of dependent
+/// operations, costs more than all the matrix products.
 ///
 /// Each step runs over all L lanes before the next one starts. A lane's own operations, and so its bits,
 /// are those of `tanh([x])`; what changes is that the processor sees L independent chains side by side
 /// instead of one long chain at a time.
 #[inline(always)]
 pub fn tanh<const L: usize>(x: [f64; L]) -> [f64; L] {
-    // ln 2 split so that k·LN2_HI is exact (fdlibm's constants).
-    const LN2_HI: f64 = 0.693_147_180_369_123_8; // 0x3fe62e42_fee00000
-    const LN2_LO: f64 = 1.908_214_929_270_587_7e-10; // 0x3dea39ef_35793c76
     const INV_LN2: f64 = std::f64::consts::LOG2_E;
-    // Adding 1.5·2⁵² rounds to an integer and leaves it in the low bits of the sum.
-    const ROUND: f64 = 6_755_399_441_055_744.0;
-    // 1/n! for n = 13 down to 2.
-    const INV_FACT: [f64; 12] = [
-        1.0 / 6_227_020_800.0,
-        1.0 / 479_001_600.0,
-        1.0 / 39_916_800.0,
-        1.0 / 3_628_800.0,
-        1.0 / 362_880.0,
-        1.0 / 40_320.0,
-        1.0 / 5_040.0,
-        1.0 / 720.0,
-        1.0 / 120.0,
-        1.0 / 24.0,
-        1.0 / 6.0,
-        1.0 / 2.0,
-    ];
     let y = x.map(|x| 2.0 * x.abs().min(20.0)); // tanh(20) is 1 in float64
     let rounded = y.map(|y| y * INV_LN2 + ROUND);
     let mut r = [0.0; L];
@@ -417,28 +350,22 @@ pub fn tanh<const L: usize>(x: [f64; L]) -> [f64; L] {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn naive(a: &[f32], b: &[f32], m: usize, k: usize, n: usize) -> Vec<f32> {
-        let mut c = vec![0.0f32; m * n];
-        for i in 0..m {
-            for j in 0..n {
-                let mut s = 0.0f32;
-                for p in 0..k {
-                    s += a[i * k + p] * b[p * n + j];
-                }
-                c[i * n + j] = s;
-            }
-        }
-        c
-    }
+    use crate::s5_gpt::ops;
 
     fn values(len: usize, seed: u32) -> Vec<f32> {
         let mut rng = crate::rng::numpy::NumpyRandom::seed(seed);
         (0..len).map(|_| rng.standard_normal() as f32).collect()
     }
 
+    fn transposed(x: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+        let mut out = vec![0.0; x.len()];
+        ops::transpose_forward(&mut out, x, (rows, cols));
+        out
+    }
+
+    /// Every product the kernel can be asked for equals the lesson's, bit for bit, on 1 and 2 threads.
     #[test]
-    fn matmul_is_the_in_order_sum_bit_for_bit() {
+    fn matmul_is_the_lessons_product_bit_for_bit() {
         for &(m, k, n) in &[
             (1, 1, 1),
             (5, 7, 3),
@@ -447,16 +374,15 @@ mod tests {
             (130, 64, 256),
             (128, 256, 64),
         ] {
-            let a = values(m * k, 1);
-            let b = values(k * n, 2);
-            let want = naive(&a, &b, m, k, n);
-            let (at, bt) = (transpose(&a, m, k), transpose(&b, k, n));
-            let bias = values(n, 3);
+            let (a, b, bias) = (values(m * k, 1), values(k * n, 2), values(n, 3));
+            let mut want = vec![0.0; m * n];
+            ops::matmul_forward(&mut want, &a, &b, (m, k, n));
             let with_bias: Vec<f32> = want
                 .iter()
                 .enumerate()
                 .map(|(i, c)| c + bias[i % n])
                 .collect();
+            let (at, bt) = (transposed(&a, m, k), transposed(&b, k, n));
             for threads in [1, 2] {
                 team::with_team(threads, || {
                     let product = |a: Strided, b: Strided, bias| {
@@ -480,42 +406,39 @@ mod tests {
             let mut packed = vec![];
             pack_b(&mut packed, Strided::rows(&b, n), k, n);
             let mut portable = vec![f32::NAN; m * n];
-            let a = Strided::rows(&a, k);
-            multiply_tiles(&mut portable, a, &packed, None, (k, n));
+            multiply_tiles(&mut portable, Strided::rows(&a, k), &packed, None, (k, n));
             assert_eq!(portable, want, "portable path {m}×{k}·{k}×{n}");
         }
     }
 
+    /// The lanes compute the lesson's tanh, lane by lane, to the bit.
     #[test]
-    fn tanh_is_within_a_few_ulps_of_libm() {
-        let ulps = |a: f64, b: f64| (a.to_bits() as i64 - b.to_bits() as i64).unsigned_abs();
-        let (mut worst, mut exact) = (0, 0);
-        for i in -200_000..=200_000 {
-            let x = f64::from(i) * 1e-4 + 1e-9 * f64::from(i % 7); // −20 ..= 20, irregular steps
-            let e = ulps(tanh([x])[0], libm::tanh(x));
-            worst = worst.max(e);
-            exact += usize::from(e == 0);
+    fn lane_tanh_is_the_lessons_tanh() {
+        let mut inputs: Vec<f64> = (-2_000..=2_000)
+            .map(|i| f64::from(i) * 1.3e-2 + 1e-7 * f64::from(i % 5))
+            .collect();
+        inputs.extend([
+            0.0,
+            -0.0,
+            1e-300,
+            -1e-20,
+            19.99,
+            20.0,
+            25.0,
+            -1e300,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+        ]);
+        for chunk in inputs.chunks(16) {
+            let lanes = <[f64; 16]>::try_from(chunk).map(tanh).ok();
+            for (l, &x) in chunk.iter().enumerate() {
+                let want = ops::tanh(x).to_bits();
+                assert_eq!(tanh([x])[0].to_bits(), want, "one lane, x = {x}");
+                if let Some(lanes) = lanes {
+                    assert_eq!(lanes[l].to_bits(), want, "16 lanes, x = {x}");
+                }
+            }
         }
-        assert!(exact >= 380_000, "only {exact} of 400,001 exact");
-        for x in [1e-300, 1e-20, 1e-8, 0.25, 0.5493, 0.55, 19.0, 25.0, 1e300] {
-            worst = worst.max(ulps(tanh([x])[0], libm::tanh(x)));
-            worst = worst.max(ulps(tanh([-x])[0], libm::tanh(-x)));
-        }
-        assert!(worst <= 3, "worst error {worst} ulps");
-        assert_eq!(tanh([0.0])[0].to_bits(), 0.0f64.to_bits());
-        assert_eq!(tanh([-0.0])[0].to_bits(), (-0.0f64).to_bits());
         assert!(tanh([f64::NAN])[0].is_nan());
-        assert_eq!(tanh([f64::INFINITY])[0], 1.0);
-    }
-
-    #[test]
-    fn pairwise_sum_matches_numpy() {
-        // np.sum(np.arange(n, dtype=np.float32) * np.float32(0.1)) for these n, as printed by NumPy 2.4.
-        let sum = |n: usize| pairwise_sum(&(0..n).map(|i| i as f32 * 0.1f32).collect::<Vec<_>>());
-        assert_eq!(sum(5), 1.0);
-        assert_eq!(sum(65), 207.99998);
-        assert_eq!(sum(129), 825.6);
-        assert_eq!(sum(1000), 49950.0);
-        assert_eq!(sum(8193), 3.355853e6);
     }
 }

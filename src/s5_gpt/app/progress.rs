@@ -1,4 +1,4 @@
-//! Progress on stderr while stage 5 trains or evaluates: a bar with the step, the smoothed loss, steps per
+//! Tool layer. Progress on stderr while stage 5 trains or evaluates: a bar with the step, the smoothed loss, steps per
 //! second and the time left. It is drawn only when stderr is a terminal, so logs and pipes stay clean.
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};

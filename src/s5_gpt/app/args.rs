@@ -1,0 +1,271 @@
+//! Tool layer. The `s5_gpt` command line: each flag declared once, grouped, and shared between
+//! subcommands with clap's `flatten`. [`RunArgs::config`] turns the flags into the one [`Config`].
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+
+use super::config::{
+    BATCH_SIZE, BENCH, BLOCKS, CONTEXT_SIZE, Config, EMBEDDING_SIZE, EPOCHS, LOG_EVERY, MAX_STEPS,
+    SAMPLE_LEN, SAVE_EVERY, THREADS, TOP_K,
+};
+use crate::s5_gpt::train::Recipe;
+
+/// Train the tiny GPT of the NumPy causal-attention chapter, test it, and sample from it.
+///
+/// Without a subcommand this is the chapter: 31,368 steps on Tiny Shakespeare, the test loss, and 512
+/// characters after "ROMEO:". `train`, `eval` and `generate` do the same in parts, with checkpoints.
+#[derive(Debug, Parser)]
+#[command(name = "s5_gpt", version, args_conflicts_with_subcommands = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    #[command(flatten)]
+    pub chapter: ChapterArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Train the model, saving and resuming checkpoints (Ctrl-C saves one and stops)
+    Train(TrainArgs),
+    /// Sample text from a checkpoint
+    Generate(GenerateArgs),
+    /// Print a checkpoint's mean loss on the test part of the text
+    Eval(EvalArgs),
+}
+
+/// The model's sizes and the training recipe; the defaults are the tutorial's.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Model and training")]
+pub struct RecipeArgs {
+    #[arg(long, value_name = "N", default_value_t = 2,
+          help = EPOCHS.help("Passes over the training batches (2 epochs = 31,368 steps)"))]
+    pub epochs: usize,
+    #[arg(long, value_name = "N", default_value_t = 4, help = BATCH_SIZE.help("Windows per batch (B)"))]
+    pub batch_size: usize,
+    #[arg(long, value_name = "N", default_value_t = 32,
+          help = CONTEXT_SIZE.help("Characters per window (T); windows start every T/2 characters"))]
+    pub context_size: usize,
+    #[arg(long, value_name = "N", default_value_t = 64, help = EMBEDDING_SIZE.help("Width of every token vector (C)"))]
+    pub embedding_size: usize,
+    #[arg(long, value_name = "N", default_value_t = 2,
+          help = BLOCKS.help("Transformer blocks (attention, then feed-forward)"))]
+    pub blocks: usize,
+    /// Peak learning rate, above 0 (warm-up over 100 steps, cosine down to a tenth)
+    #[arg(long, default_value_t = 1e-3, allow_negative_numbers = true)]
+    pub lr: f64,
+    /// np.random.seed: the initial weights, and the chapter's sampling
+    #[arg(long, value_name = "N", default_value_t = 42)]
+    pub seed: u32,
+}
+
+impl RecipeArgs {
+    pub fn recipe(&self) -> Recipe {
+        Recipe {
+            epochs: self.epochs,
+            batch_size: self.batch_size,
+            context_size: self.context_size,
+            embedding_size: self.embedding_size,
+            blocks: self.blocks,
+            lr: self.lr,
+            seed: self.seed,
+        }
+    }
+}
+
+/// Each recipe flag: clap's id, the flag, and its value in `recipe`. A resumed run compares them.
+pub fn recipe_flags(recipe: &Recipe) -> [(&'static str, &'static str, String); 7] {
+    [
+        ("epochs", "--epochs", recipe.epochs.to_string()),
+        ("batch_size", "--batch-size", recipe.batch_size.to_string()),
+        (
+            "context_size",
+            "--context-size",
+            recipe.context_size.to_string(),
+        ),
+        (
+            "embedding_size",
+            "--embedding-size",
+            recipe.embedding_size.to_string(),
+        ),
+        ("blocks", "--blocks", recipe.blocks.to_string()),
+        ("lr", "--lr", recipe.lr.to_string()),
+        ("seed", "--seed", recipe.seed.to_string()),
+    ]
+}
+
+/// How a run goes: its data, when it stops, on how many threads, what it shows and writes.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Run")]
+pub struct RunArgs {
+    /// The corpus [default: data/tinyshakespeare.txt, fetched by data/fetch.sh]
+    #[arg(long, value_name = "PATH")]
+    pub data: Option<PathBuf>,
+    #[arg(long, value_name = "N",
+          help = MAX_STEPS.help("Stop training after step N of the schedule [default: the end of the last epoch]"))]
+    pub max_steps: Option<usize>,
+    /// Write step,lr,loss of every step to this CSV file
+    #[arg(long, value_name = "PATH")]
+    pub loss_csv: Option<PathBuf>,
+    /// Draw the loss curve into this SVG file
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
+    #[arg(long, value_name = "N", default_value_t = 1000, help = LOG_EVERY.help("Print a line every N steps (0: never)"))]
+    pub log_every: usize,
+    #[command(flatten)]
+    pub compute: ComputeArgs,
+    /// Show no progress bar (it is shown only when stderr is a terminal anyway)
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// How the arithmetic runs; the results are the same bits either way.
+#[derive(Debug, Args)]
+pub struct ComputeArgs {
+    #[arg(long, value_name = "N", default_value_t = 0, hide_default_value = true,
+          help = THREADS.help("Training threads, 0 for one per core (the default); the results are the same for any number"))]
+    pub threads: usize,
+    /// Compute with the lesson's plain single-threaded code instead of the fast layer: the same bits, slower
+    #[arg(long)]
+    pub reference: bool,
+}
+
+impl RunArgs {
+    /// The one place a [`Config`] is made from flags: the recipe, then this run's settings.
+    pub fn config(&self, recipe: Recipe) -> Config {
+        Config {
+            recipe,
+            data: self.data.clone(),
+            max_steps: self.max_steps,
+            loss_csv: self.loss_csv.clone(),
+            plot: self.plot.clone(),
+            log_every: self.log_every,
+            threads: self.compute.threads,
+            reference: self.compute.reference,
+            progress: !self.quiet,
+            ..Config::default()
+        }
+    }
+}
+
+/// The prompt and length of a sample.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Sampling")]
+pub struct SampleArgs {
+    /// Text the sample starts from; every character must be in the vocabulary
+    #[arg(long, default_value = "ROMEO:")]
+    pub prompt: String,
+    #[arg(long, value_name = "N", default_value_t = 512, help = SAMPLE_LEN.help("Characters to generate after the prompt"))]
+    pub sample_len: usize,
+}
+
+/// The chapter run's own flags.
+#[derive(Debug, Args)]
+pub struct ChapterArgs {
+    #[command(flatten)]
+    pub recipe: RecipeArgs,
+    #[command(flatten)]
+    pub run: RunArgs,
+    #[command(flatten)]
+    pub sample: SampleArgs,
+    #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "200", help_heading = "Run",
+          help = BENCH.help("Instead of the chapter, time N training steps (after 20 untimed) and print the median and a breakdown per op"))]
+    pub bench: Option<usize>,
+}
+
+#[derive(Debug, Args)]
+pub struct TrainArgs {
+    #[command(flatten)]
+    pub recipe: RecipeArgs,
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// Save a checkpoint to DIR at the end, every --save-every steps, and on Ctrl-C
+    #[arg(long, value_name = "DIR", help_heading = "Checkpoints")]
+    pub save: Option<PathBuf>,
+    /// Continue the run saved in DIR (and save back to it unless --save says otherwise); the model and
+    /// training flags then come from DIR's config.json
+    #[arg(long, value_name = "DIR", help_heading = "Checkpoints")]
+    pub resume: Option<PathBuf>,
+    /// Replace a checkpoint already in the --save folder (otherwise that is refused, to keep it)
+    #[arg(long, help_heading = "Checkpoints")]
+    pub overwrite: bool,
+    #[arg(long, value_name = "N", default_value_t = 0, help_heading = "Checkpoints",
+          help = SAVE_EVERY.help("Also save every N steps (0: only at the end and on Ctrl-C)"))]
+    pub save_every: usize,
+    /// The clap ids of the recipe flags given on the command line (a resumed run checks them).
+    #[arg(skip)]
+    pub given: Vec<&'static str>,
+}
+
+#[derive(Debug, Args)]
+pub struct GenerateArgs {
+    /// The checkpoint folder, as written by `train --save`
+    #[arg(long, value_name = "DIR")]
+    pub checkpoint: PathBuf,
+    #[command(flatten)]
+    pub sample: SampleArgs,
+    /// np.random.seed for the sampling; with the chapter's 42 and temperature 1, a checkpoint of the full
+    /// chapter run writes the chapter's sample
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 42,
+        help_heading = "Sampling"
+    )]
+    pub seed: u32,
+    /// Divide the logits by T before the softmax: below 1 is bolder, above 1 more varied
+    #[arg(
+        long,
+        value_name = "T",
+        default_value_t = 1.0,
+        allow_negative_numbers = true,
+        help_heading = "Sampling"
+    )]
+    pub temperature: f32,
+    #[arg(long, value_name = "K", help_heading = "Sampling",
+          help = TOP_K.help("Draw only among the K likeliest characters [default: all]"))]
+    pub top_k: Option<usize>,
+    #[command(flatten)]
+    pub compute: ComputeArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct EvalArgs {
+    /// The checkpoint folder, as written by `train --save`
+    #[arg(long, value_name = "DIR")]
+    pub checkpoint: PathBuf,
+    /// The corpus the checkpoint was trained on [default: data/tinyshakespeare.txt]
+    #[arg(long, value_name = "PATH")]
+    pub data: Option<PathBuf>,
+    #[command(flatten)]
+    pub compute: ComputeArgs,
+    /// Show no progress bar
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+impl Cli {
+    /// Parses a command line; a clap error (or `--help`) comes back to be printed with `.exit()`.
+    pub fn try_parse_args(
+        args: impl IntoIterator<Item = impl Into<OsString> + Clone>,
+    ) -> Result<Cli, clap::Error> {
+        let matches = Cli::command().try_get_matches_from(args)?;
+        let mut cli = Cli::from_arg_matches(&matches)?;
+        if let (Some(Command::Train(train)), Some(("train", m))) =
+            (&mut cli.command, matches.subcommand())
+        {
+            train.given = given_recipe_flags(m);
+        }
+        Ok(cli)
+    }
+}
+
+/// The ids of the recipe flags typed on the command line (not taken from their defaults).
+fn given_recipe_flags(m: &ArgMatches) -> Vec<&'static str> {
+    let ids = recipe_flags(&Recipe::default()).map(|(id, _, _)| id);
+    ids.into_iter()
+        .filter(|id| m.value_source(id) == Some(ValueSource::CommandLine))
+        .collect()
+}

@@ -1,0 +1,171 @@
+//! Tool layer. How fast a training step is, and where its time goes: `s5_gpt --bench N`.
+//!
+//! [`run`] times training steps of the chapter's model twice: first plainly, for the median time per
+//! step and the achieved GFLOP/s, then through the fast layer's [`Timed`] backend, for the time of each
+//! op. Both passes train the same model on from where the previous one stopped.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::ops::ControlFlow;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use super::config::{BENCH, Config};
+use crate::s5_gpt::error::GptError;
+use crate::s5_gpt::fast::team;
+use crate::s5_gpt::fast::timers::{Clock, Timed};
+use crate::s5_gpt::model::GptConfig;
+use crate::s5_gpt::tape::Tape;
+use crate::s5_gpt::train::Trainer;
+
+/// Untimed steps before the timed ones: the buffers and caches settle.
+const WARMUP: usize = 20;
+
+/// The parts of a step that the breakdown reports, and the ops (by name) that make each up.
+const PARTS: [(&str, &[&str]); 6] = [
+    ("matrix products", &["matmul", "linear"]),
+    ("scale, mask, softmax", &["scale", "tril", "softmax"]),
+    ("GELU", &["gelu"]),
+    ("loss", &["cross_entropy"]),
+    ("clip, AdamW", &["clip_grad_norm", "adamw"]),
+    ("the rest", &[]),
+];
+
+/// Multiply-adds × 2 of one training step's matrix products: the forward pass's, and twice as many
+/// backward (each product's gradient is two products of the same size).
+pub fn flops_per_step(model: &GptConfig, batch: usize) -> u64 {
+    let (t, c, v) = (model.context_size, model.embedding_size, model.vocab_size);
+    let n = batch * t; // N = B·T rows
+    let attention = 2 * batch * t * t * c; // x·xᵀ and weights·x
+    let linears = n * c * c + 2 * n * c * 4 * c; // attention's output, feed-forward in and out
+    let forward = model.blocks * (attention + linears) + n * c * v;
+    (3 * 2 * forward) as u64
+}
+
+/// What [`run`] measured.
+#[derive(Clone, Debug)]
+pub struct BenchReport {
+    pub threads: usize,
+    /// Timed steps (after the untimed warm-up).
+    pub steps: usize,
+    /// The median time of a training step, timers off.
+    pub median: Duration,
+    pub flops_per_step: u64,
+    /// Each part's median time per step, timers on, in [`PARTS`]' order.
+    pub parts: Vec<(&'static str, Duration)>,
+}
+
+impl BenchReport {
+    /// Floating-point operations of the matrix products per second, at the median step time.
+    pub fn gflops(&self) -> f64 {
+        self.flops_per_step as f64 / self.median.as_secs_f64() / 1e9
+    }
+}
+
+impl fmt::Display for BenchReport {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        let (median, steps, threads) = (ms(self.median), self.steps, self.threads);
+        writeln!(
+            f,
+            "median {median:.3} ms per training step over {steps} steps, {threads} thread(s)"
+        )?;
+        let mflop = self.flops_per_step as f64 / 1e6;
+        writeln!(
+            f,
+            "matrix products: {mflop:.1} MFLOP per step, {:.1} GFLOP/s",
+            self.gflops()
+        )?;
+        writeln!(f, "per part, median ms per step (timers on):")?;
+        for (part, time) in &self.parts {
+            writeln!(f, "  {:<22}{:>7.3}", part, ms(*time))?;
+        }
+        Ok(())
+    }
+}
+
+fn median(times: &mut [Duration]) -> Duration {
+    times.sort();
+    times[times.len() / 2]
+}
+
+/// The time of each step `trainer` trains from here, `steps` of them; `each` is called after every step.
+fn time_steps(
+    trainer: &mut Trainer,
+    steps: usize,
+    mut each: impl FnMut(Duration),
+) -> Result<Vec<Duration>, GptError> {
+    trainer.steps = trainer.losses.len() + steps;
+    let mut times = Vec::with_capacity(steps);
+    let mut started = Instant::now();
+    trainer.train(|_| {
+        let time = started.elapsed();
+        each(time);
+        times.push(time);
+        started = Instant::now();
+        ControlFlow::Continue(())
+    })?;
+    Ok(times)
+}
+
+/// Times `steps` training steps after [`WARMUP`] untimed ones, then as many again with a clock per op.
+pub fn run(cfg: &Config, steps: usize) -> Result<BenchReport, GptError> {
+    let steps = BENCH.check(steps)?;
+    let cfg = Config {
+        max_steps: None,
+        ..cfg.clone()
+    };
+    cfg.with_threads(|| {
+        let mut trainer = cfg.trainer()?;
+        time_steps(&mut trainer, WARMUP, drop)?;
+        let mut times = time_steps(&mut trainer, steps, drop)?;
+
+        // The same trainer, its tape now computing through a clock.
+        let clock = Clock::default();
+        let tape = std::mem::replace(&mut trainer.tape, Tape::new());
+        trainer.tape = retimed(tape, &cfg, &clock);
+        let mut per_part: Vec<Vec<Duration>> = vec![Vec::with_capacity(steps); PARTS.len()];
+        time_steps(&mut trainer, steps, |total| {
+            let spent = std::mem::take(&mut *clock.borrow_mut());
+            split(&spent, total)
+                .iter()
+                .zip(&mut per_part)
+                .for_each(|(t, part)| part.push(*t));
+        })?;
+        Ok(BenchReport {
+            threads: team::threads(),
+            steps,
+            median: median(&mut times),
+            flops_per_step: flops_per_step(&trainer.model.config, cfg.recipe.batch_size),
+            parts: PARTS
+                .iter()
+                .zip(&mut per_part)
+                .map(|((name, _), t)| (*name, median(t)))
+                .collect(),
+        })
+    })
+}
+
+/// `tape` with its parameters, computing through `cfg`'s backend timed into `clock`.
+fn retimed(tape: Tape, cfg: &Config, clock: &Clock) -> Tape {
+    let timed = Timed {
+        inner: cfg.backend(),
+        clock: Rc::clone(clock),
+    };
+    let mut new = Tape::with_backend(Box::new(timed));
+    for p in tape.params() {
+        new.param(p.clone());
+    }
+    new
+}
+
+/// A step's time per part: each part's ops, and the rest of `total`.
+fn split(spent: &BTreeMap<&'static str, Duration>, total: Duration) -> Vec<Duration> {
+    let mut parts: Vec<Duration> = PARTS
+        .iter()
+        .map(|(_, ops)| ops.iter().filter_map(|op| spent.get(op)).sum())
+        .collect();
+    let timed: Duration = parts.iter().sum();
+    *parts.last_mut().expect("PARTS ends with the rest") = total.saturating_sub(timed);
+    parts
+}

@@ -1,0 +1,221 @@
+//! Tool layer. Every setting of a run in one [`Config`], and the one table of limits that both the checks
+//! and `--help` read.
+
+use std::path::{Path, PathBuf};
+
+use crate::s5_gpt::backend::{Backend, Lesson};
+use crate::s5_gpt::data::{CharDataset, default_data_path};
+use crate::s5_gpt::error::GptError;
+use crate::s5_gpt::fast::{Fast, team};
+use crate::s5_gpt::train::{Recipe, Trainer};
+
+/// The range a number typed on the command line must fall in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limit {
+    pub flag: &'static str,
+    pub min: usize,
+    pub max: usize,
+}
+
+impl Limit {
+    /// `what`, followed by the range, for `--help`.
+    pub fn help(&self, what: &str) -> String {
+        format!("{what}; {} to {}", self.min, self.max)
+    }
+
+    /// `value` if it is in range, else a one-line error that names the flag and the range.
+    pub fn check(&self, value: usize) -> Result<usize, GptError> {
+        if (self.min..=self.max).contains(&value) {
+            return Ok(value);
+        }
+        let range = match (self.flag, self.min) {
+            ("--threads", 0) => format!("0 (one per core) to {}", self.max),
+            _ => format!("{} to {}", self.min, self.max),
+        };
+        Err(GptError::Config(format!(
+            "{} {value} is out of range; use {range}",
+            self.flag
+        )))
+    }
+}
+
+// The limits are far above the tutorial's sizes and keep a step's memory within a few GiB and a run within
+// hours, so that a typo cannot start a run that never ends.
+pub const EPOCHS: Limit = Limit {
+    flag: "--epochs",
+    min: 1,
+    max: 1000,
+};
+pub const BATCH_SIZE: Limit = Limit {
+    flag: "--batch-size",
+    min: 1,
+    max: 1024,
+};
+pub const CONTEXT_SIZE: Limit = Limit {
+    flag: "--context-size",
+    min: 1,
+    max: 1024,
+};
+pub const EMBEDDING_SIZE: Limit = Limit {
+    flag: "--embedding-size",
+    min: 1,
+    max: 1024,
+};
+pub const BLOCKS: Limit = Limit {
+    flag: "--blocks",
+    min: 1,
+    max: 64,
+};
+pub const THREADS: Limit = Limit {
+    flag: "--threads",
+    min: 0,
+    max: 256,
+};
+pub const MAX_STEPS: Limit = Limit {
+    flag: "--max-steps",
+    min: 0,
+    max: 100_000_000,
+};
+pub const LOG_EVERY: Limit = Limit {
+    flag: "--log-every",
+    min: 0,
+    max: 100_000_000,
+};
+pub const SAVE_EVERY: Limit = Limit {
+    flag: "--save-every",
+    min: 0,
+    max: 100_000_000,
+};
+pub const SAMPLE_LEN: Limit = Limit {
+    flag: "--sample-len",
+    min: 0,
+    max: 100_000,
+};
+pub const TOP_K: Limit = Limit {
+    flag: "--top-k",
+    min: 1,
+    max: 1_000_000,
+};
+pub const BENCH: Limit = Limit {
+    flag: "--bench",
+    min: 1,
+    max: 1_000_000,
+};
+
+/// Every setting of a run. `Config::default()` is the tutorial's chapter.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    pub recipe: Recipe,
+    /// The corpus; `None` looks in the usual places (see [`default_data_path`]).
+    pub data: Option<PathBuf>,
+    /// Stop training after this many steps (then evaluate and sample as usual).
+    pub max_steps: Option<usize>,
+    /// Write `step,lr,loss` for every step to this CSV file.
+    pub loss_csv: Option<PathBuf>,
+    /// Draw the loss curve into this SVG file.
+    pub plot: Option<PathBuf>,
+    /// Print a training-loss line every this many steps (0: never).
+    pub log_every: usize,
+    pub prompt: String,
+    /// Characters to generate after the prompt.
+    pub sample_len: usize,
+    /// Training threads; 0 means one per available core. The results do not depend on it.
+    pub threads: usize,
+    /// Show a progress bar on stderr (when it is a terminal) while training and testing.
+    pub progress: bool,
+    /// Compute with the lesson's plain code instead of the fast layer (the same bits, slower).
+    pub reference: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            recipe: Recipe::default(),
+            data: None,
+            max_steps: None,
+            loss_csv: None,
+            plot: None,
+            log_every: 1000,
+            prompt: "ROMEO:".to_string(),
+            sample_len: 512,
+            threads: 0,
+            progress: false,
+            reference: false,
+        }
+    }
+}
+
+impl Config {
+    /// Rejects settings that cannot train, before anything is loaded.
+    pub fn check(&self) -> Result<(), GptError> {
+        check_recipe(&self.recipe)?;
+        THREADS.check(self.threads)?;
+        SAMPLE_LEN.check(self.sample_len)?;
+        LOG_EVERY.check(self.log_every)?;
+        self.max_steps.map(|s| MAX_STEPS.check(s)).transpose()?;
+        // Found out now, not a minute later when the file is written.
+        for (flag, path) in [("--loss-csv", &self.loss_csv), ("--plot", &self.plot)] {
+            if let Some(dir) = path.as_deref().and_then(Path::parent)
+                && !(dir.as_os_str().is_empty() || dir.is_dir())
+            {
+                let dir = dir.display();
+                let why = format!(
+                    "{flag}: the folder {dir} does not exist; create it or choose another path"
+                );
+                return Err(GptError::Config(why));
+            }
+        }
+        Ok(())
+    }
+
+    /// The corpus this run reads.
+    pub fn data_path(&self) -> PathBuf {
+        self.data.clone().unwrap_or_else(default_data_path)
+    }
+
+    /// The backend `--reference` asks for: the lesson's, or the fast layer's.
+    pub fn backend(&self) -> Box<dyn Backend> {
+        if self.reference {
+            Box::new(Lesson)
+        } else {
+            Box::new(Fast::new())
+        }
+    }
+
+    /// Checks the settings, loads the corpus and builds the trainer, in the tutorial's order.
+    pub fn trainer(&self) -> Result<Trainer, GptError> {
+        self.check()?;
+        let (b, t) = (self.recipe.batch_size, self.recipe.context_size);
+        let dataset = CharDataset::load(&self.data_path(), b, t)?;
+        Ok(Trainer::new(
+            self.recipe,
+            dataset,
+            self.backend(),
+            self.max_steps,
+        ))
+    }
+
+    /// Runs `f` with this run's training threads; the results are the same bits for any number.
+    pub fn with_threads<T>(&self, f: impl FnOnce() -> Result<T, GptError>) -> Result<T, GptError> {
+        THREADS.check(self.threads)?;
+        let threads = self.threads;
+        team::with_team(threads, f)
+            .map_err(|e| GptError::Config(format!("cannot start {threads} threads: {e}")))?
+    }
+}
+
+/// The model's sizes and the training recipe, each in its range.
+pub fn check_recipe(recipe: &Recipe) -> Result<(), GptError> {
+    EPOCHS.check(recipe.epochs)?;
+    BATCH_SIZE.check(recipe.batch_size)?;
+    CONTEXT_SIZE.check(recipe.context_size)?;
+    EMBEDDING_SIZE.check(recipe.embedding_size)?;
+    BLOCKS.check(recipe.blocks)?;
+    if !(recipe.lr.is_finite() && recipe.lr > 0.0) {
+        return Err(GptError::Config(format!(
+            "--lr must be a positive number, got {}",
+            recipe.lr
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,48 @@
+//! Tool layer. Files the tool writes and checks: whole or not at all, and by their sha256.
+
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use crate::s5_gpt::data::DATA_SHA256;
+use crate::s5_gpt::error::GptError;
+
+/// Writes `path.tmp`, flushes it to disk, and renames it over `path`: a crash or Ctrl-C never leaves half
+/// a file, and a failed write leaves the old file, if any, untouched.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), GptError> {
+    use std::io::Write;
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    let written = std::fs::File::create(&tmp)
+        .and_then(|mut file| file.write_all(bytes).and_then(|()| file.sync_all()))
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written.map_err(|source| GptError::Write {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// The sha256 of `bytes` as 64 lowercase hex digits, as `sha256sum` prints it.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// A warning if the default corpus is not the file `data/fetch.sh` downloads. Training still works on an
+/// edited copy, but its numbers will not be the book's. `None` if the file is the expected one, or
+/// cannot be read (loading it will then say why).
+pub fn corpus_warning(path: &Path) -> Option<String> {
+    let bytes = std::fs::read(path).ok()?;
+    (sha256_hex(&bytes) != DATA_SHA256).then(|| {
+        format!(
+            "warning: {} is not the Tiny Shakespeare of data/fetch.sh (its sha256 differs), so the numbers will not be the book's; run data/fetch.sh for a clean copy",
+            path.display()
+        )
+    })
+}

@@ -1,0 +1,227 @@
+//! Lesson layer. What the tape records for each node, and the [`Backend`] that runs it: the lesson's
+//! plain functions of [`super::ops`] ([`Lesson`]), or the fast layer's kernels, which give the same bits.
+//!
+//! The tape decides *what* is computed and keeps the graph; a backend decides *how*. That split lets one
+//! tape, one model and one training loop run on either, and lets the tests compare the two op by op.
+
+use super::ops;
+use super::optim::{self, AdamWStep};
+use super::tensor::{NodeId, Tensor};
+
+/// What made a node: the operation, its inputs, and what its backward pass needs besides their values.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Op {
+    /// A parameter or an input: nothing to propagate.
+    Leaf,
+    Embedding {
+        table: NodeId,
+        ids: Vec<usize>,
+    },
+    Add {
+        a: NodeId,
+        b: NodeId,
+    },
+    Transpose {
+        x: NodeId,
+    },
+    MatMul {
+        a: NodeId,
+        b: NodeId,
+    },
+    Scale {
+        x: NodeId,
+        s: f32,
+    },
+    Tril {
+        x: NodeId,
+    },
+    Softmax {
+        x: NodeId,
+    },
+    /// `tanh` is filled by the forward pass, one value per element.
+    Gelu {
+        x: NodeId,
+        tanh: Vec<f64>,
+    },
+    Linear {
+        x: NodeId,
+        w: NodeId,
+        b: NodeId,
+    },
+    /// `probs` (N, V) is filled by the forward pass.
+    CrossEntropy {
+        logits: NodeId,
+        targets: Vec<usize>,
+        probs: Vec<f32>,
+    },
+}
+
+impl Op {
+    /// The nodes this op reads, in the order its backward pass writes their gradients.
+    pub fn inputs(&self) -> Vec<NodeId> {
+        match *self {
+            Op::Leaf => vec![],
+            Op::Embedding { table, .. } => vec![table],
+            Op::Add { a, b } | Op::MatMul { a, b } => vec![a, b],
+            Op::Transpose { x } | Op::Scale { x, .. } | Op::Tril { x } | Op::Softmax { x } => {
+                vec![x]
+            }
+            Op::Gelu { x, .. } => vec![x],
+            Op::Linear { x, w, b } => vec![x, w, b],
+            Op::CrossEntropy { logits, .. } => vec![logits],
+        }
+    }
+
+    /// The tutorial's name for the op, for messages and for timing by op.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Leaf => "leaf",
+            Op::Embedding { .. } => "embedding",
+            Op::Add { .. } => "add",
+            Op::Transpose { .. } => "transpose",
+            Op::MatMul { .. } => "matmul",
+            Op::Scale { .. } => "scale",
+            Op::Tril { .. } => "tril",
+            Op::Softmax { .. } => "softmax",
+            Op::Gelu { .. } => "gelu",
+            Op::Linear { .. } => "linear",
+            Op::CrossEntropy { .. } => "cross_entropy",
+        }
+    }
+}
+
+/// The arithmetic behind the tape and the optimiser. [`Lesson`] defines the results; another backend must
+/// give the same bits (the fast layer's tests check that it does).
+pub trait Backend {
+    /// A buffer of `len` values, which the caller overwrites in full.
+    fn buffer(&mut self, len: usize) -> Vec<f32> {
+        vec![0.0; len]
+    }
+
+    /// Takes back a finished node's value, gradient and op, for reuse (the lesson simply drops them).
+    fn reclaim(&mut self, _value: Vec<f32>, _grad: Vec<f32>, _op: Op) {}
+
+    /// Runs `op` on `values` (the tape so far) and writes the result into `out`.
+    fn forward(&mut self, op: &mut Op, values: &[Tensor], out: &mut Tensor);
+
+    /// Writes the gradient of each of `op.inputs()` into `d_inputs`, from `d_out`, the gradient of the op's
+    /// output `out`.
+    fn backward(
+        &mut self,
+        op: &Op,
+        values: &[Tensor],
+        out: &Tensor,
+        d_out: &[f32],
+        d_inputs: &mut [Vec<f32>],
+    );
+
+    /// `clip_grad_norm`: see [`optim::clip_grad_norm`].
+    fn clip_grad_norm(&mut self, grads: &mut [Vec<f32>], max_norm: f64) -> f64 {
+        optim::clip_grad_norm(grads, max_norm)
+    }
+
+    /// One AdamW update of every parameter: see [`optim::adamw_update`].
+    fn adamw_update(
+        &mut self,
+        params: &mut [Tensor],
+        grads: &[Vec<f32>],
+        moments: (&mut [Vec<f32>], &mut [Vec<f32>]),
+        step: &AdamWStep,
+    ) {
+        let (m, v) = moments;
+        for (((p, g), m), v) in params.iter_mut().zip(grads).zip(m).zip(v) {
+            let decay = p.ndim() >= 2; // weights and embeddings, not biases
+            optim::adamw_update(&mut p.data, g, m, v, step, decay);
+        }
+    }
+}
+
+/// The lesson's backend: every op is the plain function of [`super::ops`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Lesson;
+
+impl Backend for Lesson {
+    fn forward(&mut self, op: &mut Op, values: &[Tensor], out: &mut Tensor) {
+        let v = |id: &NodeId| &values[id.0];
+        let o = &mut out.data;
+        match op {
+            Op::Leaf => {}
+            Op::Embedding { table, ids } => {
+                ops::embedding_forward(o, &v(table).data, ids, v(table).last_dim())
+            }
+            Op::Add { a, b } => ops::add_forward(o, &v(a).data, &v(b).data),
+            Op::Transpose { x } => ops::transpose_forward(o, &v(x).data, rows_cols(v(x))),
+            Op::MatMul { a, b } => ops::matmul_forward(o, &v(a).data, &v(b).data, mkn(v(a), v(b))),
+            Op::Scale { x, s } => ops::scale_forward(o, &v(x).data, *s),
+            Op::Tril { x } => ops::tril_forward(o, &v(x).data, v(x).last_dim()),
+            Op::Softmax { x } => ops::softmax_forward(o, &v(x).data, v(x).last_dim()),
+            Op::Gelu { x, tanh } => {
+                *tanh = vec![0.0; o.len()];
+                ops::gelu_forward(o, tanh, &v(x).data);
+            }
+            Op::Linear { x, w, b } => {
+                ops::linear_forward(o, &v(x).data, &v(w).data, &v(b).data, v(w).shape[1])
+            }
+            Op::CrossEntropy {
+                logits,
+                targets,
+                probs,
+            } => {
+                *probs = vec![0.0; v(logits).data.len()];
+                o[0] = ops::cross_entropy_forward(probs, &v(logits).data, targets);
+            }
+        }
+    }
+
+    fn backward(
+        &mut self,
+        op: &Op,
+        values: &[Tensor],
+        out: &Tensor,
+        d_out: &[f32],
+        d_inputs: &mut [Vec<f32>],
+    ) {
+        let v = |id: &NodeId| &values[id.0];
+        match (op, d_inputs) {
+            (Op::Leaf, _) => {}
+            (Op::Embedding { table, ids }, [d_table]) => {
+                ops::embedding_backward(d_table, d_out, ids, v(table).last_dim())
+            }
+            (Op::Add { .. }, [d_a, d_b]) => ops::add_backward(d_a, d_b, d_out),
+            (Op::Transpose { x }, [d_x]) => ops::transpose_backward(d_x, d_out, rows_cols(v(x))),
+            (Op::MatMul { a, b }, [d_a, d_b]) => {
+                ops::matmul_backward(d_a, d_b, d_out, &v(a).data, &v(b).data, mkn(v(a), v(b)));
+            }
+            (Op::Scale { s, .. }, [d_x]) => ops::scale_backward(d_x, d_out, *s),
+            (Op::Tril { x }, [d_x]) => ops::tril_backward(d_x, d_out, v(x).last_dim()),
+            (Op::Softmax { .. }, [d_x]) => {
+                ops::softmax_backward(d_x, d_out, &out.data, out.last_dim())
+            }
+            (Op::Gelu { x, tanh }, [d_x]) => ops::gelu_backward(d_x, d_out, &v(x).data, tanh),
+            (Op::Linear { x, w, .. }, [d_x, d_w, d_b]) => {
+                ops::linear_backward(d_x, d_w, d_b, d_out, &v(x).data, &v(w).data);
+            }
+            (Op::CrossEntropy { targets, probs, .. }, [d_logits]) => {
+                ops::cross_entropy_backward(d_logits, d_out[0], probs, targets);
+            }
+            (op, d) => panic!(
+                "{} has {} inputs, not {}",
+                op.name(),
+                op.inputs().len(),
+                d.len()
+            ),
+        }
+    }
+}
+
+/// (R, C) of a stack of matrices.
+pub fn rows_cols(x: &Tensor) -> (usize, usize) {
+    let (_, rows, cols) = x.matrices();
+    (rows, cols)
+}
+
+/// (M, K, N) of the product of stacks (…, M, K) and (…, K, N).
+pub fn mkn(a: &Tensor, b: &Tensor) -> (usize, usize, usize) {
+    let ((_, m, k), n) = (a.matrices(), b.last_dim());
+    (m, k, n)
+}

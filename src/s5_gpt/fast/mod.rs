@@ -1,0 +1,349 @@
+//! Fast layer. The [`Fast`] backend: the lesson's arithmetic, to the bit, in a fraction of the time.
+//!
+//! | module | what it adds | why the bits stay the same |
+//! |---|---|---|
+//! | [`kernels`] | packed, tiled matrix products; AVX2 loops; tanh on 16 lanes | each output still adds its terms in the lesson's order, with a multiply and then an add |
+//! | [`team`] | the calling thread plus spinning helpers | work is split only along independent outputs, never inside a sum |
+//! | [`pool`] | buffers reused from step to step | every buffer is overwritten in full before it is read |
+//! | [`timers`] | time per op, for `--bench` | timing reads the clock, not the numbers |
+//!
+//! Only the ops where time goes (products, softmax, GELU, the loss, clipping and AdamW) have code of their
+//! own here; the others run the lesson's functions. `tests/s5_layers.rs` checks every op, forward and
+//! backward, and whole training runs against the lesson.
+
+pub mod kernels;
+pub mod pool;
+pub mod team;
+pub mod timers;
+
+use super::backend::{Backend, Lesson, Op, mkn};
+use super::ops::{self, PROB_FLOOR, gelu_tanh_arg, pairwise_sum, pairwise_sum_by};
+use super::optim::{self, AdamWStep};
+use super::tensor::{NodeId, Tensor};
+use kernels::{Strided, matmul, matmul_batched, vectorised};
+use pool::Pool;
+
+/// The fast backend: the lesson's results from kernels, threads and reused buffers.
+#[derive(Debug, Default)]
+pub struct Fast {
+    pool: Pool,
+}
+
+impl Fast {
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+impl Backend for Fast {
+    fn buffer(&mut self, len: usize) -> Vec<f32> {
+        self.pool.take(len)
+    }
+
+    fn reclaim(&mut self, value: Vec<f32>, grad: Vec<f32>, op: Op) {
+        self.pool.put(value);
+        self.pool.put(grad);
+        match op {
+            Op::Gelu { tanh, .. } => self.pool.put_f64(tanh),
+            Op::CrossEntropy { probs, .. } => self.pool.put(probs),
+            _ => {}
+        }
+    }
+
+    fn forward(&mut self, op: &mut Op, values: &[Tensor], out: &mut Tensor) {
+        let v = |id: &NodeId| &values[id.0];
+        let o = &mut out.data;
+        match op {
+            Op::MatMul { a, b } => {
+                let (a, b) = (v(a), v(b));
+                let batch = a.matrices().0;
+                matmul_batched(o, (&a.data, false), (&b.data, false), batch, mkn(a, b));
+            }
+            Op::Softmax { x } => softmax_rows(&v(x).data, o, v(x).last_dim()),
+            Op::Gelu { x, tanh } => {
+                *tanh = self.pool.take_f64(o.len());
+                gelu(o, tanh, &v(x).data);
+            }
+            Op::Linear { x, w, b } => {
+                let (x, w, b) = (v(x), v(w), v(b));
+                let (n_out, n_in) = (w.shape[0], w.shape[1]);
+                let (x_rows, w_t) = (
+                    Strided::rows(&x.data, n_in),
+                    Strided::transposed(&w.data, n_in),
+                );
+                let rows = o.len() / n_out; // N = B·T
+                matmul(o, x_rows, w_t, Some(&b.data), (rows, n_in, n_out)); // (N, out)
+            }
+            Op::CrossEntropy {
+                logits,
+                targets,
+                probs,
+            } => {
+                *probs = self.pool.take(v(logits).data.len());
+                o[0] = self.cross_entropy(probs, &v(logits).data, targets);
+            }
+            _ => Lesson.forward(op, values, out),
+        }
+    }
+
+    fn backward(
+        &mut self,
+        op: &Op,
+        values: &[Tensor],
+        out: &Tensor,
+        d_out: &[f32],
+        d_inputs: &mut [Vec<f32>],
+    ) {
+        let v = |id: &NodeId| &values[id.0];
+        match (op, &mut *d_inputs) {
+            (Op::MatMul { a, b }, [d_a, d_b]) => {
+                let (a, b) = (v(a), v(b));
+                let (batch, (m, k, n)) = (a.matrices().0, mkn(a, b));
+                team::join(
+                    || matmul_batched(d_a, (d_out, false), (&b.data, true), batch, (m, n, k)),
+                    || matmul_batched(d_b, (&a.data, true), (d_out, false), batch, (k, m, n)),
+                );
+            }
+            (Op::Softmax { .. }, [d_x]) => {
+                self.softmax_backward(d_x, d_out, &out.data, out.last_dim())
+            }
+            (Op::Gelu { x, tanh }, [d_x]) => gelu_backward(d_x, d_out, &v(x).data, tanh),
+            (Op::Linear { x, w, .. }, [d_x, d_w, d_b]) => {
+                linear_backward(d_x, d_w, d_b, d_out, &v(x).data, &v(w).data)
+            }
+            _ => Lesson.backward(op, values, out, d_out, d_inputs),
+        }
+    }
+
+    fn clip_grad_norm(&mut self, grads: &mut [Vec<f32>], max_norm: f64) -> f64 {
+        clip_grad_norm(grads, max_norm)
+    }
+
+    fn adamw_update(
+        &mut self,
+        params: &mut [Tensor],
+        grads: &[Vec<f32>],
+        moments: (&mut [Vec<f32>], &mut [Vec<f32>]),
+        step: &AdamWStep,
+    ) {
+        adamw_update(params, grads, moments, step);
+    }
+}
+
+/// Below this, `expf` is exactly +0 in float32 (it underflows below about −103.97), so the call is skipped.
+const EXP_ZERO_BELOW: f32 = -104.0;
+
+/// The lesson's softmax of one row, without calling `expf` where it would give exactly 0 (masked scores).
+fn softmax_row(x: &[f32], out: &mut [f32]) {
+    let max = x.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+    for (o, &v) in out.iter_mut().zip(x) {
+        let d = v - max;
+        *o = if d < EXP_ZERO_BELOW {
+            0.0
+        } else {
+            libm::expf(d)
+        };
+    }
+    let sum = pairwise_sum(out);
+    out.iter_mut().for_each(|o| *o /= sum);
+}
+
+/// [`softmax_row`] of every row of `x` (rows of `width`) into `out`, a band of rows per thread.
+fn softmax_rows(x: &[f32], out: &mut [f32], width: usize) {
+    let band = (x.len() / width).div_ceil(team::threads()) * width;
+    team::for_each(x.chunks(band).zip(out.chunks_mut(band)), |(x, out)| {
+        for (x, o) in x.chunks_exact(width).zip(out.chunks_exact_mut(width)) {
+            softmax_row(x, o);
+        }
+    });
+}
+
+impl Fast {
+    /// The lesson's softmax backward, with one scratch row from the pool instead of one per row.
+    fn softmax_backward(&mut self, d_x: &mut [f32], d_out: &[f32], s: &[f32], width: usize) {
+        let mut s_g = self.pool.take(width);
+        let rows = d_x.chunks_exact_mut(width).zip(d_out.chunks_exact(width));
+        for ((d_x, g), s) in rows.zip(s.chunks_exact(width)) {
+            s_g.iter_mut()
+                .zip(s.iter().zip(g))
+                .for_each(|(p, (s, g))| *p = s * g);
+            let sum = pairwise_sum(&s_g);
+            d_x.iter_mut()
+                .zip(s.iter().zip(g))
+                .for_each(|(d, (s, g))| *d = s * (g - sum));
+        }
+        self.pool.put(s_g);
+    }
+
+    /// The lesson's cross-entropy, with the softmax shared among the threads and the logs from the pool.
+    fn cross_entropy(&mut self, probs: &mut [f32], logits: &[f32], targets: &[usize]) -> f32 {
+        let v = logits.len() / targets.len();
+        softmax_rows(logits, probs, v);
+        let mut logs = self.pool.take(targets.len());
+        for ((log, p), &y) in logs.iter_mut().zip(probs.chunks_exact(v)).zip(targets) {
+            *log = libm::logf(p[y].clamp(PROB_FLOOR, 1.0));
+        }
+        let loss = 0.0 - pairwise_sum(&logs) / targets.len() as f32;
+        self.pool.put(logs);
+        loss
+    }
+}
+
+/// Splits `len` elements into one block per thread, a multiple of 64 each.
+fn block_per_thread(len: usize) -> usize {
+    len.div_ceil(team::threads()).next_multiple_of(64).max(64)
+}
+
+/// Elements GELU works on at once: four AVX2 vectors of float64, whose tanh chains run side by side.
+const LANES: usize = 16;
+
+/// The lesson's GELU forward, a block of elements per thread and [`LANES`] tanh at a time.
+fn gelu(out: &mut [f32], tanh: &mut [f64], x: &[f32]) {
+    let block = block_per_thread(out.len());
+    let blocks = out.chunks_mut(block).zip(tanh.chunks_mut(block));
+    team::for_each(blocks.zip(x.chunks(block)), |((out, tanh), x)| {
+        vectorised(
+            #[inline(always)]
+            || gelu_block(out, tanh, x),
+        )
+    });
+}
+
+/// GELU of one block of elements; `tanh` gets each element's tanh.
+#[inline(always)]
+fn gelu_block(out: &mut [f32], tanh: &mut [f64], x: &[f32]) {
+    let lanes = out
+        .chunks_mut(LANES)
+        .zip(tanh.chunks_mut(LANES))
+        .zip(x.chunks(LANES));
+    for ((out, tanh), x) in lanes {
+        if let Ok(x) = <[f32; LANES]>::try_from(x) {
+            tanh.copy_from_slice(&kernels::tanh(x.map(gelu_tanh_arg)));
+        } else {
+            // The last, shorter group: one element at a time, with the same operations.
+            for (t, &x) in tanh.iter_mut().zip(x) {
+                *t = kernels::tanh([gelu_tanh_arg(x)])[0];
+            }
+        }
+        for ((o, &t), &x) in out.iter_mut().zip(&*tanh).zip(x) {
+            *o = (f64::from(0.5f32 * x) * (1.0 + t)) as f32;
+        }
+    }
+}
+
+/// The lesson's GELU backward, a block of elements per thread.
+fn gelu_backward(d_x: &mut [f32], d_out: &[f32], x: &[f32], tanh: &[f64]) {
+    let block = block_per_thread(d_x.len());
+    let blocks = d_x.chunks_mut(block).zip(x.chunks(block));
+    let blocks = blocks.zip(tanh.chunks(block)).zip(d_out.chunks(block));
+    team::for_each(blocks, |(((d_x, x), tanh), g)| {
+        vectorised(
+            #[inline(always)]
+            move || ops::gelu_backward(d_x, g, x, tanh),
+        )
+    });
+}
+
+/// With G and X flattened to (N, ·): dx = G·W and dW = Gᵀ·X at the same time, then db = Σ_rows G.
+fn linear_backward(
+    d_x: &mut [f32],
+    d_w: &mut [f32],
+    d_b: &mut [f32],
+    g: &[f32],
+    x: &[f32],
+    w: &[f32],
+) {
+    let (n_out, n_in) = (d_b.len(), d_w.len() / d_b.len());
+    let rows = x.len() / n_in;
+    let (g_rows, g_t) = (Strided::rows(g, n_out), Strided::transposed(g, n_out));
+    let (w_rows, x_rows) = (Strided::rows(w, n_in), Strided::rows(x, n_in));
+    team::join(
+        || matmul(d_x, g_rows, w_rows, None, (rows, n_out, n_in)),
+        || matmul(d_w, g_t, x_rows, None, (n_out, rows, n_in)),
+    );
+    d_b.fill(0.0);
+    for row in g.chunks_exact(n_out) {
+        d_b.iter_mut().zip(row).for_each(|(d, g)| *d += g);
+    }
+}
+
+/// Elements per piece of work when the threads share out AdamW's update.
+const BLOCK: usize = 2048;
+
+/// The lesson's AdamW update, in blocks of elements shared among the threads, each in AVX2 lanes.
+fn adamw_update(
+    params: &mut [Tensor],
+    grads: &[Vec<f32>],
+    (m, v): (&mut [Vec<f32>], &mut [Vec<f32>]),
+    step: &AdamWStep,
+) {
+    let tensors = params
+        .iter_mut()
+        .zip(grads)
+        .zip(m.iter_mut().zip(v.iter_mut()));
+    let blocks = tensors.flat_map(|((p, g), (m, v))| {
+        let decay = p.ndim() >= 2;
+        let (w, g) = (p.data.chunks_mut(BLOCK), g.chunks(BLOCK));
+        let (m, v) = (m.chunks_mut(BLOCK), v.chunks_mut(BLOCK));
+        w.zip(g)
+            .zip(m.zip(v))
+            .map(move |(w_g, m_v)| (w_g, m_v, decay))
+    });
+    let step = *step;
+    team::for_each(blocks, |((w, g), (m, v), decay)| {
+        // `move` copies the step's numbers into the closure, so the compiler keeps them in registers.
+        vectorised(
+            #[inline(always)]
+            move || optim::adamw_update(w, g, m, v, &step, decay),
+        );
+    });
+}
+
+/// The lesson's clipping: each tensor's Σg² on any thread (largest first, so the threads get even
+/// shares), the float64 total in the tensors' order, then the scaling shared among the threads.
+fn clip_grad_norm(grads: &mut [Vec<f32>], max_norm: f64) -> f64 {
+    let mut sums = vec![0.0f32; grads.len()];
+    let mut tensors: Vec<_> = sums.iter_mut().zip(grads.iter()).collect();
+    tensors.sort_by_key(|(_, g)| std::cmp::Reverse(g.len()));
+    team::for_each(tensors, |(sum, g)| {
+        *sum = vectorised(
+            #[inline(always)]
+            || pairwise_sum_by(g, |x| x * x),
+        )
+    });
+    let total = sums.iter().fold(0.0f64, |total, &s| total + f64::from(s));
+    let norm = total.sqrt();
+    if norm > max_norm && max_norm > 0.0 {
+        let scale = max_norm / (norm + 1e-6);
+        team::for_each(grads.iter_mut(), |g| {
+            vectorised(
+                #[inline(always)]
+                || {
+                    g.iter_mut()
+                        .for_each(|x| *x = (f64::from(*x) * scale) as f32)
+                },
+            )
+        });
+    }
+    norm
+}
+
+#[cfg(test)]
+mod tests {
+    use super::EXP_ZERO_BELOW;
+
+    #[test]
+    fn expf_is_exactly_zero_below_the_cut() {
+        // Every float32 from just below the cut down to −∞ (bit patterns grow with the magnitude).
+        let first = EXP_ZERO_BELOW.to_bits() + 1;
+        for bits in first..=f32::NEG_INFINITY.to_bits() {
+            let e = libm::expf(f32::from_bits(bits));
+            assert_eq!(e.to_bits(), 0, "expf({}) = {e}", f32::from_bits(bits));
+        }
+    }
+
+    #[test]
+    fn masked_scores_are_below_the_cut() {
+        assert!(crate::s5_gpt::ops::MASK_VALUE < EXP_ZERO_BELOW);
+    }
+}
