@@ -37,6 +37,7 @@
 //! Everything is deterministic: the same bits on every machine and at every thread count (see
 //! [`kernels`]).
 
+pub mod app;
 pub mod bench;
 pub mod checkpoint;
 pub mod cli;
