@@ -11,6 +11,7 @@
 //! | [`chapter`] | the chapter run and its report |
 //! | [`checkpoint`] | saving and loading a run in safetensors files |
 //! | [`files`] | whole-or-nothing writes and sha256 checks |
+//! | [`fetch`] | downloading Tiny Shakespeare on first use |
 //! | [`progress`] | the progress bar |
 //! | [`bench`] | `--bench`: time per step and per op |
 
@@ -20,6 +21,7 @@ pub mod chapter;
 pub mod checkpoint;
 pub mod command;
 pub mod config;
+pub mod fetch;
 pub mod files;
 pub mod progress;
 
