@@ -152,6 +152,33 @@ fn vector(a: &ArrayViewD<f32>, formatter: &Formatter, indent: usize) -> String {
     )
 }
 
+/// A Python float as `print` shows it: the shortest text that reads back as the same f64 (`1.0`,
+/// `0.9999999999999999`). Rust's `{:?}` writes the same for the magnitudes printed here.
+pub fn python_float(v: f64) -> String {
+    format!("{v:?}")
+}
+
+/// Writes a section heading, `## 3.3.1 A simple self-attention mechanism without trainable weights`, and a
+/// blank line. Every stage of chapter 3 prints its sections this way.
+pub fn heading<W: Write>(out: &mut W, section: &str) -> std::io::Result<()> {
+    writeln!(out, "## {section}\n")
+}
+
+/// Writes one notebook cell: its label line, `[#2] attn_scores_2` for `number` `"#2"` and `prints`
+/// `"attn_scores_2"`, then the lines it prints, then a blank line.
+pub fn cell<W: Write>(
+    out: &mut W,
+    number: &str,
+    prints: &str,
+    lines: &[String],
+) -> std::io::Result<()> {
+    writeln!(out, "[{number}] {prints}")?;
+    for line in lines {
+        writeln!(out, "{line}")?;
+    }
+    writeln!(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -226,31 +253,4 @@ mod tests {
     fn shapes() {
         assert_eq!(size(&[6, 2]), "torch.Size([6, 2])");
     }
-}
-
-/// A Python float as `print` shows it: the shortest text that reads back as the same f64 (`1.0`,
-/// `0.9999999999999999`). Rust's `{:?}` writes the same for the magnitudes printed here.
-pub fn python_float(v: f64) -> String {
-    format!("{v:?}")
-}
-
-/// Writes a section heading, `## 3.3.1 A simple self-attention mechanism without trainable weights`, and a
-/// blank line. Every stage of chapter 3 prints its sections this way.
-pub fn heading<W: Write>(out: &mut W, section: &str) -> std::io::Result<()> {
-    writeln!(out, "## {section}\n")
-}
-
-/// Writes one notebook cell: its label line, `[#2] attn_scores_2` for `number` `"#2"` and `prints`
-/// `"attn_scores_2"`, then the lines it prints, then a blank line.
-pub fn cell<W: Write>(
-    out: &mut W,
-    number: &str,
-    prints: &str,
-    lines: &[String],
-) -> std::io::Result<()> {
-    writeln!(out, "[{number}] {prints}")?;
-    for line in lines {
-        writeln!(out, "{line}")?;
-    }
-    writeln!(out)
 }

@@ -27,6 +27,11 @@ fn chapters() -> Vec<PathBuf> {
 
 fn includes(chapter: &Path) -> Vec<Include> {
     let text = fs::read_to_string(chapter).expect("a chapter is readable");
+    includes_in(chapter, &text)
+}
+
+/// The includes in `text`, a part of `chapter`.
+fn includes_in(chapter: &Path, text: &str) -> Vec<Include> {
     text.match_indices("{{#include ")
         .map(|(start, marker)| {
             let body = &text[start + marker.len()..];
@@ -205,4 +210,59 @@ fn formulas_escape_their_underscores_from_markdown() {
         "write \\_ in formulas:\n{}",
         unescaped.join("\n")
     );
+}
+
+/// What the fast layer's code says of itself; none of it belongs in the lesson the stage-5 chapter shows.
+const FAST_WORDS: [&str; 9] = [
+    "team::",
+    "thread",
+    "pool",
+    "spare",
+    "lanes",
+    "LANES",
+    "vectorised",
+    "timer",
+    "unsafe",
+];
+
+/// The Rust code a chapter includes: (what, text) for every `{{#include}}` inside a ```rust block.
+fn included_rust(chapter: &Path) -> Vec<(String, String)> {
+    let text = fs::read_to_string(chapter).unwrap();
+    let mut blocks = vec![];
+    let mut in_rust = false;
+    for line in text.lines() {
+        if line.starts_with("```") {
+            in_rust = line.starts_with("```rust");
+        } else if in_rust && line.trim_start().starts_with("{{#include ") {
+            let include = includes_in(chapter, line).remove(0);
+            let file = fs::read_to_string(&include.path).unwrap();
+            let anchor = include.selector.clone().unwrap_or_default();
+            let shown = anchored(&file, &anchor).unwrap_or(&file).to_string();
+            blocks.push((format!("{}:{anchor}", include.path.display()), shown));
+        }
+    }
+    blocks
+}
+
+#[test]
+fn the_stage_5_chapter_shows_the_lesson_only() {
+    let chapter = book_src().join("s5_gpt.md");
+    let blocks = included_rust(&chapter);
+    assert!(blocks.len() >= 10, "the chapter shows the lesson's code");
+    for (what, code) in &blocks {
+        let lesson =
+            what.contains("src/s5_gpt/") && !what.contains("/fast/") && !what.contains("/app/");
+        assert!(lesson, "{what} is not from the lesson layer");
+        for word in FAST_WORDS {
+            assert!(
+                !code.contains(word),
+                "{what} shows the fast layer ({word:?})"
+            );
+        }
+        let lines = code.lines().count();
+        assert!(
+            lines <= 45,
+            "{what} is {lines} lines; the book shows at most 45"
+        );
+    }
 }

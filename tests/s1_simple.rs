@@ -2,10 +2,10 @@
 //! against the book, and the pieces behind it checked as numbers.
 
 use attention_from_scratch::BookSeeds;
+use attention_from_scratch::print::python_float;
 use attention_from_scratch::s1_simple::{
     self, attn_scores_for, attn_scores_loops, context_vector, dot_loop, inputs, normalize_by_sum,
-    printed_row_sum, python_float, simple_attention, softmax, softmax_naive, torch_row_sums,
-    torch_sum,
+    printed_row_sum, simple_attention, softmax, softmax_naive, torch_row_sums, torch_sum,
 };
 use ndarray::{Array1, arr1};
 

@@ -4,14 +4,18 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
-use attention_from_scratch::s5_gpt::checkpoint::{self, MODEL_FILE, OPTIMIZER_FILE};
-use attention_from_scratch::s5_gpt::cli::{self, Cli, Outcome};
-use attention_from_scratch::s5_gpt::data::{corpus_warning, default_data_path};
-use attention_from_scratch::s5_gpt::{Config, Error, Trainer};
+use attention_from_scratch::s5_gpt::GptError;
+use attention_from_scratch::s5_gpt::app::Config;
+use attention_from_scratch::s5_gpt::app::args::Cli;
+use attention_from_scratch::s5_gpt::app::checkpoint::{self, MODEL_FILE, OPTIMIZER_FILE};
+use attention_from_scratch::s5_gpt::app::command::{self, Outcome};
+use attention_from_scratch::s5_gpt::app::files::corpus_warning;
+use attention_from_scratch::s5_gpt::data::default_data_path;
 use clap::CommandFactory;
+use std::ops::ControlFlow;
 
 /// Runs `s5_gpt ARGS…` in-process; returns how it ended and what it printed.
-fn s5_gpt(args: &[&str]) -> Result<(Outcome, String), Error> {
+fn s5_gpt(args: &[&str]) -> Result<(Outcome, String), GptError> {
     let argv = std::iter::once("s5_gpt").chain(args.iter().copied());
     let cli = Cli::try_parse_args(argv).expect("the test's flags parse");
     let mut out = Vec::new();
@@ -86,28 +90,31 @@ fn bytes(dir: &Path, file: &str) -> Vec<u8> {
 fn a_checkpoint_holds_every_bit_of_the_trainer() {
     let dir = scratch("round_trip");
     train_into(&dir, 20);
-    let mut trainer = Trainer::new(&Config::default()).unwrap();
-    for _ in 0..20 {
-        trainer.step().unwrap();
-    }
+    let cfg = Config {
+        max_steps: Some(20),
+        ..Config::default()
+    };
+    let mut trainer = cfg.trainer().unwrap();
+    trainer.train(|_| ControlFlow::Continue(())).unwrap();
 
     let saved = checkpoint::load(&dir).unwrap();
     assert_eq!(saved.config.step, 20);
     let params = trainer.parameters().to_vec();
     assert_eq!(saved.weights.len(), params.len());
-    for ((name, shape, values), p) in saved.weights.iter().zip(&params) {
-        assert_eq!(shape, &p.shape, "{name}");
-        let same = values
+    for ((name, saved), p) in saved.weights.iter().zip(&params) {
+        assert_eq!(saved.shape, p.shape, "{name}");
+        let same = saved
+            .data
             .iter()
             .zip(&p.data)
             .all(|(a, b)| a.to_bits() == b.to_bits());
         assert!(same, "{name} changed on the way through the file");
     }
     let state = saved.train_state().unwrap();
-    let (t, m, v) = trainer.optimizer.state();
-    assert_eq!((state.adam_t, &state.m[..], &state.v[..]), (t, m, v));
-    assert_eq!(state.losses, trainer.losses);
-    assert_eq!(state.lrs, trainer.lrs);
+    assert!(
+        state == trainer.state(),
+        "the saved state is the trainer's, bit for bit"
+    );
 }
 
 /// The layout any safetensors reader sees, read here straight from the bytes: an 8-byte little-endian
@@ -499,7 +506,7 @@ fn every_flag_explains_itself() {
 /// Set in a child process of this test binary: the `s5_gpt` arguments it runs, one per line.
 const CHILD_ARGS: &str = "S5_CLI_CHILD_ARGS";
 
-/// Starts `s5_gpt ARGS…` in a new process: this test binary again, running [`cli::main`] in place of
+/// Starts `s5_gpt ARGS…` in a new process: this test binary again, running [`command::main`] in place of
 /// the test. Its stdout is piped to us.
 fn spawn_s5_gpt(test: &str, args: &[&str]) -> std::process::Child {
     std::process::Command::new(std::env::current_exe().unwrap())
@@ -514,7 +521,7 @@ fn spawn_s5_gpt(test: &str, args: &[&str]) -> std::process::Child {
 fn run_if_child() {
     if let Ok(args) = std::env::var(CHILD_ARGS) {
         let argv = std::iter::once("s5_gpt").chain(args.lines());
-        std::process::exit(cli::main(argv.map(Into::into)).into());
+        std::process::exit(command::main(argv.map(Into::into)).into());
     }
 }
 
@@ -552,7 +559,11 @@ fn ctrl_c_saves_a_checkpoint_that_resumes_bit_identically() {
     printed.extend(lines.map(Result::unwrap));
     let status = child.wait().unwrap();
     let printed = printed.join("\n");
-    assert_eq!(status.code(), Some(cli::INTERRUPTED.into()), "{printed}");
+    assert_eq!(
+        status.code(),
+        Some(command::INTERRUPTED.into()),
+        "{printed}"
+    );
     assert!(printed.contains("interrupted after step"), "{printed}");
     assert!(
         printed.contains("continue with: s5_gpt train --resume"),
@@ -577,5 +588,55 @@ fn ctrl_c_saves_a_checkpoint_that_resumes_bit_identically() {
             bytes(&whole, file) == bytes(&parts, file),
             "{file} differs after Ctrl-C and resume"
         );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// A checkpoint written by an earlier build of the crate.
+// ---------------------------------------------------------------------------------------------------
+
+/// `tests/fixtures/checkpoint_v1.expected`: what the build that wrote the fixture printed, by `## ` section.
+fn fixture_expectations() -> Vec<String> {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/checkpoint_v1.expected");
+    let text = std::fs::read_to_string(file).unwrap();
+    text.split("\n## ")
+        .skip(1)
+        .map(|s| s.split_once('\n').unwrap().1.to_string())
+        .collect()
+}
+
+#[test]
+fn a_checkpoint_saved_before_the_two_layers_still_loads() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/checkpoint_v1");
+    let [eval, sample, resumed] = <[String; 3]>::try_from(fixture_expectations()).unwrap();
+    assert_eq!(
+        ok(&["eval", "--checkpoint", path(&fixture), "--quiet"]).trim_end(),
+        eval
+    );
+    let generate = [
+        "generate",
+        "--checkpoint",
+        path(&fixture),
+        "--sample-len",
+        "40",
+    ];
+    assert_eq!(ok(&generate).trim_end(), sample);
+
+    let copy = scratch("fixture_resumed");
+    for file in [MODEL_FILE, OPTIMIZER_FILE, "config.json"] {
+        std::fs::copy(fixture.join(file), copy.join(file)).unwrap();
+    }
+    ok(&[
+        "train",
+        "--resume",
+        path(&copy),
+        "--max-steps",
+        "40",
+        "--quiet",
+    ]);
+    for line in resumed.lines() {
+        let (sha, file) = line.split_once("  ").unwrap();
+        let got = attention_from_scratch::s5_gpt::app::files::sha256_hex(&bytes(&copy, file));
+        assert_eq!(got, sha, "{file} after resuming to step 40");
     }
 }

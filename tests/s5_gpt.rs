@@ -4,11 +4,12 @@
 //! The expected figures come from `reference/expected_s5.md`, a re-run of the NumPy tutorial.
 
 use attention_from_scratch::rng::numpy::NumpyRandom;
+use attention_from_scratch::s5_gpt::app::{self, Config};
 use attention_from_scratch::s5_gpt::data::default_data_path;
 use attention_from_scratch::s5_gpt::{
-    self, CharDataset, Config, Error, Gpt, GptConfig, NodeId, Split, Tape, Tensor, Trainer,
-    WarmupCosine,
+    CharDataset, Gpt, GptConfig, GptError, NodeId, Split, Tape, Tensor, Trainer, WarmupCosine,
 };
+use std::ops::ControlFlow;
 
 // ---------------------------------------------------------------------------------------------------
 // Gradient checks: every op's backward pass against central finite differences.
@@ -195,7 +196,7 @@ fn gradient_of_the_whole_model() {
         let mut tape = Tape::new();
         let model = Gpt::new(&mut tape, &mut NumpyRandom::seed(3), config);
         if let Some(params) = params {
-            tape.params_mut().0.clone_from_slice(params);
+            tape.set_params(params.iter().map(|p| &p.data[..]));
         }
         (tape, model)
     };
@@ -206,8 +207,7 @@ fn gradient_of_the_whole_model() {
     let (mut tape, model) = build(None);
     let l = loss(&mut tape, &model);
     tape.backward(l);
-    let (params, grads) = tape.params_mut();
-    let (params, grads) = (params.to_vec(), grads.to_vec());
+    let (params, grads) = (tape.params().to_vec(), tape.param_grads().to_vec());
     let h = 1e-2f32;
     let mut checked = 0;
     for (p, (param, grad)) in params.iter().zip(&grads).enumerate() {
@@ -386,11 +386,20 @@ fn initial_weights_match_numpy() {
     assert_eq!(rng.random_sample(), fresh.random_sample());
 }
 
+/// The chapter's trainer after its first `steps` steps.
+fn trained(steps: usize) -> Trainer {
+    let cfg = Config {
+        max_steps: Some(steps),
+        ..Config::default()
+    };
+    let mut trainer = cfg.trainer().expect("Tiny Shakespeare: run data/fetch.sh");
+    trainer.train(|_| ControlFlow::Continue(())).unwrap();
+    trainer
+}
+
 #[test]
 fn first_training_losses_match_numpy() {
-    let mut trainer =
-        Trainer::new(&Config::default()).expect("Tiny Shakespeare: run data/fetch.sh");
-    let losses: Vec<f32> = (0..5).map(|s| trainer.train_step(s).1).collect();
+    let losses = trained(5).losses;
     assert!(
         (f64::from(losses[0]) - 4.172000885009766).abs() <= 1e-6,
         "step 0: {}",
@@ -423,9 +432,7 @@ fn first_300_steps_track_numpy() {
         (250, 3.286780834197998),
         (299, 3.150576114654541),
     ];
-    let mut trainer =
-        Trainer::new(&Config::default()).expect("Tiny Shakespeare: run data/fetch.sh");
-    let losses: Vec<f32> = (0..300).map(|s| trainer.train_step(s).1).collect();
+    let losses = trained(300).losses;
     for (s, want) in numpy {
         let got = f64::from(losses[s]);
         assert!((got - want).abs() <= 2e-3, "step {s}: {got}, NumPy {want}");
@@ -453,16 +460,20 @@ fn learning_rate_schedule() {
 #[test]
 fn thread_count_does_not_change_a_bit() {
     let params_after = |threads: usize| {
-        s5_gpt::with_threads(threads, || {
-            let mut trainer = Trainer::new(&Config::default()).unwrap();
-            let losses: Vec<u32> = (0..3).map(|s| trainer.train_step(s).1.to_bits()).collect();
+        let cfg = Config {
+            threads,
+            ..Config::default()
+        };
+        cfg.with_threads(|| {
+            let trainer = trained(3);
+            let losses: Vec<u32> = trainer.losses.iter().map(|l| l.to_bits()).collect();
             let params: Vec<u32> = trainer
                 .parameters()
                 .iter()
                 .flat_map(|p| &p.data)
                 .map(|x| x.to_bits())
                 .collect();
-            (losses, params)
+            Ok((losses, params))
         })
         .unwrap()
     };
@@ -491,8 +502,10 @@ fn temp_file(name: &str, bytes: &[u8]) -> std::path::PathBuf {
 
 #[test]
 fn missing_data_file_says_to_fetch_it() {
-    let err = Trainer::new(&config_with_data("no/such/file.txt".as_ref())).unwrap_err();
-    assert!(matches!(err, Error::DataMissing { .. }));
+    let err = config_with_data("no/such/file.txt".as_ref())
+        .trainer()
+        .unwrap_err();
+    assert!(matches!(err, GptError::DataMissing { .. }));
     let msg = err.to_string();
     assert!(
         msg.contains("no/such/file.txt") && msg.contains("data/fetch.sh") && !msg.contains('\n'),
@@ -507,25 +520,27 @@ fn binary_or_non_utf8_data_is_rejected() {
         ("latin1", &b"caf\xe9 au lait"[..]),
     ] {
         let path = temp_file(name, bytes);
-        let err = Trainer::new(&config_with_data(&path)).unwrap_err();
+        let err = config_with_data(&path).trainer().unwrap_err();
         std::fs::remove_file(&path).ok();
-        assert!(matches!(err, Error::DataNotText { .. }), "{name}: {err}");
+        assert!(matches!(err, GptError::DataNotText { .. }), "{name}: {err}");
         assert!(err.to_string().contains("data/fetch.sh"), "{err}");
     }
 }
 
 #[test]
 fn a_directory_is_unreadable_data() {
-    let err = Trainer::new(&config_with_data(&std::env::temp_dir())).unwrap_err();
-    assert!(matches!(err, Error::DataUnreadable { .. }), "{err}");
+    let err = config_with_data(&std::env::temp_dir())
+        .trainer()
+        .unwrap_err();
+    assert!(matches!(err, GptError::DataUnreadable { .. }), "{err}");
 }
 
 #[test]
 fn short_data_is_rejected() {
     let path = temp_file("short", b"just a few words");
-    let err = Trainer::new(&config_with_data(&path)).unwrap_err();
+    let err = config_with_data(&path).trainer().unwrap_err();
     std::fs::remove_file(&path).ok();
-    assert!(matches!(err, Error::DataTooShort { .. }), "{err}");
+    assert!(matches!(err, GptError::DataTooShort { .. }), "{err}");
 }
 
 #[test]
@@ -535,9 +550,9 @@ fn prompt_outside_the_vocabulary_fails_before_training() {
         ..Config::default()
     };
     let mut out = Vec::new();
-    let err = s5_gpt::run(&mut out, &cfg).unwrap_err();
+    let err = app::run(&mut out, &cfg).unwrap_err();
     assert!(
-        matches!(&err, Error::PromptCharacters { chars } if chars == &['¿']),
+        matches!(&err, GptError::PromptCharacters { chars } if chars == &['¿']),
         "{err}"
     );
     assert!(!err.to_string().contains('\n'));
@@ -553,8 +568,8 @@ fn a_loss_csv_in_a_missing_folder_fails_before_training() {
         loss_csv: Some("no/such/folder/loss.csv".into()),
         ..Config::default()
     };
-    let err = Trainer::new(&cfg).unwrap_err();
-    assert!(matches!(err, Error::Config(_)), "{err}");
+    let err = cfg.trainer().unwrap_err();
+    assert!(matches!(err, GptError::Config(_)), "{err}");
     assert!(err.to_string().contains("no/such/folder"), "{err}");
 }
 
@@ -568,7 +583,7 @@ fn a_loss_csv_in_a_missing_folder_fails_before_training() {
 fn chapter_run() {
     let mut out = Vec::new();
     let report =
-        s5_gpt::run(&mut out, &Config::default()).expect("Tiny Shakespeare: run data/fetch.sh");
+        app::run(&mut out, &Config::default()).expect("Tiny Shakespeare: run data/fetch.sh");
     assert_eq!(report.losses.len(), 31_368);
     assert_eq!(report.test_batches, 1_742);
     assert!(

@@ -76,6 +76,68 @@ pub struct CharDataset {
 }
 
 impl CharDataset {
+    /// The dataset of an in-memory text (the tutorial's `load`, `encode` and `_pack`).
+    pub fn from_text(text: &str, batch_size: usize, context_size: usize) -> Self {
+        assert!(batch_size > 0 && context_size > 0, "sizes must be positive");
+        let vocab: Vec<char> = text.chars().collect::<BTreeSet<_>>().into_iter().collect();
+        let token_id = |ch| {
+            vocab
+                .binary_search(&ch)
+                .expect("every character is in vocab")
+        };
+        let tokens: Vec<usize> = text.chars().map(token_id).collect();
+        let stride = (context_size / 2).max(1);
+        let split_at = (tokens.len() as f64 * 0.9) as usize;
+        let train_windows = windows(0..split_at, context_size, stride);
+        let test_windows = windows(split_at..tokens.len(), context_size, stride);
+        CharDataset {
+            vocab,
+            tokens,
+            batch_size,
+            context_size,
+            stride,
+            split_at,
+            train_windows,
+            test_windows,
+        }
+    }
+}
+// ANCHOR_END: dataset
+
+// ANCHOR: batch
+impl CharDataset {
+    /// `ds[i]`: windows i·B .. (i+1)·B, as x (B, T) and y = x shifted by one token (B, T).
+    pub fn batch(&self, split: Split, i: usize) -> Batch {
+        let t = self.context_size;
+        let starts = &self.windows(split)[i * self.batch_size..(i + 1) * self.batch_size];
+        let x = starts
+            .iter()
+            .flat_map(|&s| &self.tokens[s..s + t])
+            .copied()
+            .collect();
+        let y = starts
+            .iter()
+            .flat_map(|&s| &self.tokens[s + 1..s + t + 1])
+            .copied()
+            .collect();
+        Batch {
+            rows: self.batch_size,
+            x,
+            y,
+        }
+    }
+}
+
+/// `range(0, len(part) − T − 1, stride)`, counted from the part's start: where each window of T inputs
+/// plus one target starts.
+fn windows(part: std::ops::Range<usize>, context_size: usize, stride: usize) -> Vec<usize> {
+    let end = part.end.saturating_sub(context_size + 1);
+    (part.start..end).step_by(stride).collect()
+}
+// ANCHOR_END: batch
+
+/// Reading a corpus, counting and coding.
+impl CharDataset {
     /// Reads a UTF-8 text file and builds the dataset with stride T/2 and a 90/10 split.
     pub fn load(path: &Path, batch_size: usize, context_size: usize) -> Result<Self, GptError> {
         let text = read_text(path)?;
@@ -108,36 +170,6 @@ impl CharDataset {
         }
     }
 
-    /// The dataset of an in-memory text (the tutorial's `load`, `encode` and `_pack`).
-    pub fn from_text(text: &str, batch_size: usize, context_size: usize) -> Self {
-        assert!(
-            batch_size > 0 && context_size > 0,
-            "batch and context size must be positive"
-        );
-        let vocab: Vec<char> = text.chars().collect::<BTreeSet<_>>().into_iter().collect();
-        let tokens: Vec<usize> = text
-            .chars()
-            .map(|ch| vocab.binary_search(&ch).unwrap())
-            .collect();
-        let stride = (context_size / 2).max(1);
-        let split_at = (tokens.len() as f64 * 0.9) as usize;
-        let train_windows = windows(split_at, context_size, stride);
-        let test_windows = windows(tokens.len() - split_at, context_size, stride)
-            .into_iter()
-            .map(|start| start + split_at)
-            .collect();
-        CharDataset {
-            vocab,
-            tokens,
-            batch_size,
-            context_size,
-            stride,
-            split_at,
-            train_windows,
-            test_windows,
-        }
-    }
-
     pub fn vocab_size(&self) -> usize {
         self.vocab.len()
     }
@@ -155,27 +187,6 @@ impl CharDataset {
     /// Windows (not batches) in a split.
     pub fn window_count(&self, split: Split) -> usize {
         self.windows(split).len()
-    }
-
-    /// `ds[i]`: windows i·B .. (i+1)·B, as x (B, T) and y = x shifted by one token (B, T).
-    pub fn batch(&self, split: Split, i: usize) -> Batch {
-        let t = self.context_size;
-        let starts = &self.windows(split)[i * self.batch_size..(i + 1) * self.batch_size];
-        let x = starts
-            .iter()
-            .flat_map(|&s| &self.tokens[s..s + t])
-            .copied()
-            .collect();
-        let y = starts
-            .iter()
-            .flat_map(|&s| &self.tokens[s + 1..s + t + 1])
-            .copied()
-            .collect();
-        Batch {
-            rows: self.batch_size,
-            x,
-            y,
-        }
     }
 
     /// Token ids of a text, or an error naming every character outside the vocabulary.
@@ -206,14 +217,6 @@ impl CharDataset {
         }
     }
 }
-
-/// `range(0, len(tokens) − T − 1, stride)`: start of each window of T inputs plus one target.
-fn windows(len: usize, context_size: usize, stride: usize) -> Vec<usize> {
-    (0..len.saturating_sub(context_size + 1))
-        .step_by(stride)
-        .collect()
-}
-// ANCHOR_END: dataset
 
 /// Reads the corpus, turning each way it can fail into an [`Error`] that says what to do.
 fn read_text(path: &Path) -> Result<String, GptError> {
@@ -250,9 +253,11 @@ mod tests {
     #[test]
     fn windows_follow_python_range() {
         // range(0, 100 - 32 - 1, 16) = 0, 16, 32, 48, 64
-        assert_eq!(windows(100, 32, 16), [0, 16, 32, 48, 64]);
-        assert!(windows(33, 32, 16).is_empty());
-        assert!(windows(5, 32, 16).is_empty());
+        assert_eq!(windows(0..100, 32, 16), [0, 16, 32, 48, 64]);
+        assert_eq!(windows(50..150, 32, 16), [50, 66, 82, 98, 114]);
+        assert!(windows(0..33, 32, 16).is_empty());
+        assert!(windows(0..5, 32, 16).is_empty());
+        assert!(windows(40..45, 32, 16).is_empty());
     }
 
     #[test]

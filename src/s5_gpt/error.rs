@@ -1,4 +1,4 @@
-//! Lesson layer (used by the tool too). What can go wrong in stage 5 that a user can fix. Each message is one line: the problem, then the fix.
+//! Lesson layer. What can go wrong in stage 5 that a user can fix. Each message is one line: the problem, then the fix.
 
 use std::path::PathBuf;
 

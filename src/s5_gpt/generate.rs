@@ -58,6 +58,9 @@ pub fn generate(
     Ok(dataset.decode(&tokens))
 }
 
+// ANCHOR_END: generate
+
+// ANCHOR: probabilities
 /// softmax(logits / temperature), with the characters outside the top k set to 0 before the sum.
 /// With the default [`Sampling`] this is the chapter's softmax bit for bit: x / 1 is x.
 fn probabilities(logits: &[f32], sampling: Sampling) -> Vec<f64> {
@@ -77,7 +80,7 @@ fn probabilities(logits: &[f32], sampling: Sampling) -> Vec<f64> {
     let sum = pairwise_sum(&exp);
     exp.iter().map(|&e| f64::from(e / sum)).collect()
 }
-// ANCHOR_END: generate
+// ANCHOR_END: probabilities
 
 #[cfg(test)]
 mod tests {

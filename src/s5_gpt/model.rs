@@ -117,6 +117,28 @@ pub struct Gpt {
 }
 
 impl Gpt {
+    /// Logits (B, T, V) for token ids (B, T), given row-major as `ids` with `batch` rows.
+    pub fn forward(&self, tape: &mut Tape, ids: &[usize], batch: usize) -> NodeId {
+        let t = ids.len() / batch;
+        assert!(
+            t <= self.config.context_size,
+            "input of {t} tokens is longer than the context"
+        );
+        let positions: Vec<usize> = (0..t).collect();
+        let token = tape.embedding(self.token_embedding, ids, &[batch, t]); // (B, T, C)
+        let position = tape.embedding(self.position_embedding, &positions, &[t]); // (T, C)
+        let mut x = tape.add(token, position); // (B, T, C)
+        for block in &self.blocks {
+            x = block.attention.forward(tape, x); // (B, T, C)
+            x = block.feed_forward.forward(tape, x); // (B, T, C)
+        }
+        self.output.forward(tape, x) // (B, T, V)
+    }
+}
+// ANCHOR_END: gpt
+
+// ANCHOR: gpt_new
+impl Gpt {
     /// Builds the parameters on `tape`, drawing from `rng` in the tutorial's constructor order:
     /// token table, position table, then per block attention-out, ff-in and ff-out weights, then the
     /// output weight. That is 84,096 normals for the tutorial's sizes.
@@ -151,25 +173,11 @@ impl Gpt {
             output,
         }
     }
+}
+// ANCHOR_END: gpt_new
 
-    /// Logits (B, T, V) for token ids (B, T), given row-major as `ids` with `batch` rows.
-    pub fn forward(&self, tape: &mut Tape, ids: &[usize], batch: usize) -> NodeId {
-        let t = ids.len() / batch;
-        assert!(
-            t <= self.config.context_size,
-            "input of {t} tokens is longer than the context"
-        );
-        let positions: Vec<usize> = (0..t).collect();
-        let token = tape.embedding(self.token_embedding, ids, &[batch, t]); // (B, T, C)
-        let position = tape.embedding(self.position_embedding, &positions, &[t]); // (T, C)
-        let mut x = tape.add(token, position); // (B, T, C)
-        for block in &self.blocks {
-            x = block.attention.forward(tape, x); // (B, T, C)
-            x = block.feed_forward.forward(tape, x); // (B, T, C)
-        }
-        self.output.forward(tape, x) // (B, T, V)
-    }
-
+/// Names for the checkpoint files.
+impl Gpt {
     /// Every parameter in the tutorial's order (`model.parameters`), with the name it has in a checkpoint:
     /// `tok_emb.weight`, `pos_emb.weight`, `blocks.{i}.attn.out.weight`, `blocks.{i}.ff.in.bias`, …,
     /// `head.weight` and `head.bias`, with i counted from 0.
@@ -191,4 +199,3 @@ impl Gpt {
         out
     }
 }
-// ANCHOR_END: gpt

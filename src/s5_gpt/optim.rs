@@ -7,7 +7,6 @@
 use super::ops::pairwise_sum;
 use super::tensor::Tensor;
 
-// ANCHOR: adamw
 /// AdamW with decoupled weight decay and one step counter shared by all parameters.
 #[derive(Clone, Debug)]
 pub struct AdamW {
@@ -54,6 +53,18 @@ impl AdamW {
         }
     }
 
+    /// The moments of `params`, zeros until the first step.
+    pub fn moments(&mut self, params: &[Tensor]) -> (&mut [Vec<f32>], &mut [Vec<f32>]) {
+        if self.m.is_empty() {
+            self.m = params.iter().map(|p| vec![0.0; p.data.len()]).collect();
+            self.v = self.m.clone();
+        }
+        (&mut self.m, &mut self.v)
+    }
+}
+
+// ANCHOR: adamw
+impl AdamW {
     /// Counts a step (t += 1) and returns its numbers.
     pub fn next_step(&mut self) -> AdamWStep {
         self.t += 1;
@@ -70,15 +81,6 @@ impl AdamW {
             eps: f(self.eps),
             weight_decay: f(self.weight_decay),
         }
-    }
-
-    /// The moments of `params`, zeros until the first step.
-    pub fn moments(&mut self, params: &[Tensor]) -> (&mut [Vec<f32>], &mut [Vec<f32>]) {
-        if self.m.is_empty() {
-            self.m = params.iter().map(|p| vec![0.0; p.data.len()]).collect();
-            self.v = self.m.clone();
-        }
-        (&mut self.m, &mut self.v)
     }
 }
 

@@ -51,7 +51,7 @@ pub struct BenchReport {
     /// The median time of a training step, timers off.
     pub median: Duration,
     pub flops_per_step: u64,
-    /// Each part's median time per step, timers on, in [`PARTS`]' order.
+    /// Each part's median time per step, timers on, in the order of the breakdown (products, softmax, GELU, loss, optimiser, the rest).
     pub parts: Vec<(&'static str, Duration)>,
 }
 
@@ -108,7 +108,7 @@ fn time_steps(
     Ok(times)
 }
 
-/// Times `steps` training steps after [`WARMUP`] untimed ones, then as many again with a clock per op.
+/// Times `steps` training steps after 20 untimed ones, then as many again with a clock per op.
 pub fn run(cfg: &Config, steps: usize) -> Result<BenchReport, GptError> {
     let steps = BENCH.check(steps)?;
     let cfg = Config {

@@ -1,4 +1,4 @@
-//! The tool layer's download: Tiny Shakespeare fetches itself the first time stage 5 needs it.
+//! Tool layer. The download of Tiny Shakespeare: the corpus fetches itself the first time stage 5 needs it.
 //!
 //! [`fetch`] does what `data/fetch.sh` does. It streams the file into `NAME.part` beside the destination,
 //! hashing the bytes as they arrive, and renames it into place only once its sha256 is the expected one.

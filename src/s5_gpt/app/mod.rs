@@ -7,13 +7,13 @@
 //! |---|---|
 //! | [`command`] | `main`, and the subcommands `train`, `generate`, `eval` |
 //! | [`args`] | the flags, each declared once |
-//! | [`config`] | the one [`Config`](config::Config) a run is built from, and the limits of every number |
+//! | [`config`] | the one `Config` a run is built from, and the limits of every number |
 //! | [`chapter`] | the chapter run and its report |
 //! | [`checkpoint`] | saving and loading a run in safetensors files |
 //! | [`files`] | whole-or-nothing writes and sha256 checks |
 //! | [`fetch`] | downloading Tiny Shakespeare on first use |
 //! | [`progress`] | the progress bar |
-//! | [`bench`] | `--bench`: time per step and per op |
+//! | [`bench`](mod@bench) | `--bench`: time per step and per op |
 
 pub mod args;
 pub mod bench;

@@ -83,7 +83,7 @@ fn with_buffer<R>(
 /// `c (m×n) = a (m×k) · b (k×n)`, plus `bias` (n) on every row if given; `c` is row-major and overwritten.
 ///
 /// The bias is added after the whole sum, as `x @ W.T + b` does. Rows of `c` are shared out among the
-/// training threads (see [`super::Config::threads`]) when the product is large enough.
+/// training threads (see [`super::team`]) when the product is large enough.
 pub fn matmul(
     c: &mut [f32],
     a: Strided,
@@ -169,8 +169,8 @@ fn pack_b(packed: &mut Vec<f32>, b: Strided, k: usize, n: usize) {
         }
         if b.col_stride == 1 {
             // Row-major: row p of the panel is a run of `width` values.
-            let rows = b.data[j0..].chunks(b.row_stride);
-            for (out, row) in out.chunks_exact_mut(NR).zip(rows) {
+            for (p, out) in out.chunks_exact_mut(NR).enumerate() {
+                let row = &b.data[p * b.row_stride + j0..];
                 out[..width].copy_from_slice(&row[..width]);
             }
         } else {

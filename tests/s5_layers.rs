@@ -1,0 +1,351 @@
+//! Stage 5's two layers agree to the bit: every op, forward and backward, on awkward shapes and values,
+//! at one thread and at two; then whole training runs, `--reference` against the default; and the
+//! layering itself (the lesson imports nothing of the fast layer or the tool).
+
+use std::ops::ControlFlow;
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+
+use attention_from_scratch::rng::numpy::NumpyRandom;
+use attention_from_scratch::s5_gpt::app::Config;
+use attention_from_scratch::s5_gpt::app::args::Cli;
+use attention_from_scratch::s5_gpt::backend::{Backend, Lesson};
+use attention_from_scratch::s5_gpt::fast::{Fast, team};
+use attention_from_scratch::s5_gpt::ops::MASK_VALUE;
+use attention_from_scratch::s5_gpt::optim::AdamW;
+use attention_from_scratch::s5_gpt::{NodeId, Tape, Tensor};
+
+/// Normal values from NumPy's generator, times `scale`.
+fn normals(n: usize, seed: u32, scale: f64) -> Vec<f32> {
+    let mut rng = NumpyRandom::seed(seed);
+    (0..n)
+        .map(|_| (rng.standard_normal() * scale) as f32)
+        .collect()
+}
+
+fn tensor(shape: &[usize], seed: u32) -> Tensor {
+    Tensor::new(shape, normals(shape.iter().product(), seed, 1.0))
+}
+
+fn bits(values: &[f32]) -> Vec<u32> {
+    values.iter().map(|x| x.to_bits()).collect()
+}
+
+/// The output and every input's gradient (for a random output gradient), as bits.
+type Run = (Vec<u32>, Vec<Vec<u32>>);
+
+fn run_on(
+    backend: Box<dyn Backend>,
+    inputs: &[Tensor],
+    op: &dyn Fn(&mut Tape, &[NodeId]) -> NodeId,
+) -> Run {
+    let mut tape = Tape::with_backend(backend);
+    let ids: Vec<NodeId> = inputs.iter().map(|t| tape.param(t.clone())).collect();
+    let out = op(&mut tape, &ids);
+    let d_out = normals(tape.value(out).data.len(), 99, 1.0);
+    let value = bits(&tape.value(out).data);
+    tape.backward_from(out, d_out);
+    let grads = ids
+        .iter()
+        .map(|&id| tape.grad(id).map(bits).unwrap_or_default())
+        .collect();
+    (value, grads)
+}
+
+/// Runs `op` on `inputs` with the lesson and with the fast layer (on 1 and 2 threads); all must agree.
+fn agree(name: &str, inputs: &[Tensor], op: impl Fn(&mut Tape, &[NodeId]) -> NodeId) {
+    let lesson = run_on(Box::new(Lesson), inputs, &op);
+    for threads in [1, 2] {
+        let fast = team::with_team(threads, || run_on(Box::new(Fast::new()), inputs, &op)).unwrap();
+        let shapes: Vec<_> = inputs.iter().map(|t| &t.shape).collect();
+        assert!(
+            lesson.0 == fast.0,
+            "{name} {shapes:?}, {threads} thread(s): the forward passes differ"
+        );
+        for (i, (l, f)) in lesson.1.iter().zip(&fast.1).enumerate() {
+            assert!(
+                l == f,
+                "{name} {shapes:?}, {threads} thread(s): the gradients of input {i} differ"
+            );
+        }
+    }
+}
+
+/// (B, T, C) shapes from the smallest to past every kernel's blocking and threading thresholds.
+const SHAPES: [[usize; 3]; 8] = [
+    [1, 1, 1],
+    [1, 1, 3],
+    [2, 5, 3],
+    [1, 7, 9],
+    [3, 17, 65],
+    [4, 32, 64],
+    [2, 33, 130],
+    [1, 70, 257],
+];
+
+#[test]
+fn embedding_add_transpose_and_scale_agree() {
+    for (k, [b, t, c]) in SHAPES.into_iter().enumerate() {
+        let seed = k as u32;
+        let vocab = 1 + (k * 7) % 66;
+        let ids: Vec<usize> = (0..b * t).map(|i| (i * 31 + k) % vocab).collect();
+        let embed = |tape: &mut Tape, x: &[NodeId]| tape.embedding(x[0], &ids, &[b, t]);
+        agree("embedding", &[tensor(&[vocab, c], seed)], embed);
+        let add = |tape: &mut Tape, x: &[NodeId]| tape.add(x[0], x[1]);
+        agree(
+            "add",
+            &[tensor(&[b, t, c], seed), tensor(&[t, c], seed + 50)],
+            add,
+        );
+        agree("transpose", &[tensor(&[b, t, c], seed)], |tape, x| {
+            tape.transpose(x[0])
+        });
+        agree("scale", &[tensor(&[b, t, c], seed)], |tape, x| {
+            tape.scale(x[0], 0.125)
+        });
+    }
+}
+
+#[test]
+fn products_agree() {
+    for (k, [b, t, c]) in SHAPES.into_iter().enumerate() {
+        let seed = 10 * k as u32;
+        let (x, y) = (tensor(&[b, t, c], seed), tensor(&[b, c, t + 1], seed + 1));
+        agree("matmul", &[x.clone(), y], |tape, x| tape.matmul(x[0], x[1]));
+        agree("x·xᵀ", std::slice::from_ref(&x), |tape, x| {
+            let xt = tape.transpose(x[0]);
+            tape.matmul(x[0], xt)
+        });
+        for n_out in [1, 3, 4 * c, 65] {
+            let (w, bias) = (tensor(&[n_out, c], seed + 2), tensor(&[n_out], seed + 3));
+            agree("linear", &[x.clone(), w, bias], |tape, x| {
+                tape.linear(x[0], x[1], x[2])
+            });
+        }
+    }
+}
+
+#[test]
+fn mask_and_softmax_agree() {
+    for (k, [b, t, _]) in SHAPES.into_iter().enumerate() {
+        let scores = tensor(&[b, t, t], 20 + k as u32);
+        agree("tril", std::slice::from_ref(&scores), |tape, x| {
+            tape.tril(x[0])
+        });
+        agree(
+            "softmax of masked scores",
+            std::slice::from_ref(&scores),
+            |tape, x| {
+                let masked = tape.tril(x[0]);
+                tape.softmax(masked)
+            },
+        );
+        // Scores already at the mask value, and exact zeros.
+        let mut odd = scores.clone();
+        for (i, s) in odd.data.iter_mut().enumerate() {
+            *s = [MASK_VALUE, 0.0, -0.0, *s][i % 4];
+        }
+        agree("softmax", &[odd], |tape, x| tape.softmax(x[0]));
+    }
+}
+
+#[test]
+fn gelu_agrees_on_every_kind_of_input() {
+    for len in [1, 2, 7, 15, 16, 17, 63, 64, 65, 1000, 32_771] {
+        let mut x = normals(len, len as u32, 3.0);
+        let awkward = [
+            0.0, -0.0, 1e-30, -1e-30, 8.0, -8.0, 30.0, -30.0, 1e4, -1e4, 2.5e-4,
+        ];
+        for (v, &a) in x.iter_mut().step_by(5).zip(awkward.iter().cycle()) {
+            *v = a;
+        }
+        agree("gelu", &[Tensor::new(&[len], x)], |tape, x| tape.gelu(x[0]));
+    }
+}
+
+#[test]
+fn the_loss_agrees() {
+    for (k, [b, t, _]) in SHAPES.into_iter().enumerate() {
+        for vocab in [1, 3, 65, 130] {
+            let targets: Vec<usize> = (0..b * t).map(|i| (i * 7 + k) % vocab).collect();
+            let logits = tensor(&[b, t, vocab], 30 + k as u32);
+            agree("cross_entropy", &[logits], |tape, x| {
+                tape.cross_entropy(x[0], &targets)
+            });
+        }
+    }
+}
+
+#[test]
+fn clipping_and_adamw_agree() {
+    let shapes: [&[usize]; 6] = [&[1], &[3], &[65, 64], &[2049], &[256, 64], &[5000, 3]];
+    let grads = |scale: f64| -> Vec<Vec<f32>> {
+        shapes
+            .iter()
+            .enumerate()
+            .map(|(i, s)| normals(s.iter().product(), 40 + i as u32, scale))
+            .collect()
+    };
+    let params: Vec<Tensor> = shapes
+        .iter()
+        .enumerate()
+        .map(|(i, s)| tensor(s, 50 + i as u32))
+        .collect();
+    let update = |backend: &mut dyn Backend, scale: f64| {
+        let (mut params, mut grads, mut optimizer) =
+            (params.clone(), grads(scale), AdamW::new(1e-3));
+        let norm = backend.clip_grad_norm(&mut grads, 1.0);
+        for _ in 0..3 {
+            let step = optimizer.next_step();
+            let moments = optimizer.moments(&params);
+            backend.adamw_update(&mut params, &grads, moments, &step);
+        }
+        let values: Vec<Vec<u32>> = params.iter().map(|p| bits(&p.data)).collect();
+        (
+            norm.to_bits(),
+            bits(&grads.concat()),
+            values,
+            bits(&optimizer.m.concat()),
+            bits(&optimizer.v.concat()),
+        )
+    };
+    for scale in [1e-3, 1.0, 0.0] {
+        let lesson = update(&mut Lesson, scale);
+        for threads in [1, 2] {
+            let fast = team::with_team(threads, || update(&mut Fast::new(), scale)).unwrap();
+            assert!(
+                lesson == fast,
+                "scale {scale}, {threads} thread(s): clipping or AdamW differ"
+            );
+        }
+    }
+}
+
+/// The chapter's trainer on `backend`'s layer after `steps` steps: its losses, parameters and a sample.
+fn trained(reference: bool, steps: usize) -> (Vec<u32>, Vec<u32>, String) {
+    let cfg = Config {
+        max_steps: Some(steps),
+        reference,
+        ..Config::default()
+    };
+    cfg.with_threads(|| {
+        let mut trainer = cfg.trainer()?;
+        trainer.train(|_| ControlFlow::Continue(()))?;
+        let params: Vec<f32> = trainer
+            .parameters()
+            .iter()
+            .flat_map(|p| p.data.clone())
+            .collect();
+        let sample = trainer.generate("ROMEO:", 100)?;
+        Ok((bits(&trainer.losses), bits(&params), sample))
+    })
+    .expect("Tiny Shakespeare: run data/fetch.sh")
+}
+
+#[test]
+fn two_hundred_steps_give_the_same_bits_on_both_layers() {
+    let (lesson, fast) = (trained(true, 200), trained(false, 200));
+    assert_eq!(lesson.0.len(), 200);
+    assert!(lesson.0 == fast.0, "the losses differ");
+    assert!(lesson.1 == fast.1, "the parameters differ after 200 steps");
+    assert_eq!(lesson.2, fast.2, "the samples differ");
+}
+
+/// `s5_gpt ARGS… --loss-csv F` in-process: its report and its CSV.
+fn chapter_run(args: &[&str], csv: &Path) -> (String, Vec<u8>) {
+    let argv = ["s5_gpt"].iter().chain(args).copied().chain([
+        "--loss-csv",
+        csv.to_str().unwrap(),
+        "--quiet",
+    ]);
+    let cli = Cli::try_parse_args(argv).unwrap();
+    let mut out = Vec::new();
+    cli.run(&mut out, &AtomicBool::new(false))
+        .expect("Tiny Shakespeare: run data/fetch.sh");
+    (String::from_utf8(out).unwrap(), std::fs::read(csv).unwrap())
+}
+
+#[test]
+fn the_reference_chapter_run_prints_the_same_bytes() {
+    let dir = std::env::temp_dir().join(format!("s5_layers_{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let steps = [
+        "--max-steps",
+        "200",
+        "--log-every",
+        "20",
+        "--sample-len",
+        "100",
+    ];
+    let reference = chapter_run(
+        &[&steps[..], &["--reference"]].concat(),
+        &dir.join("reference.csv"),
+    );
+    let fast = chapter_run(&steps, &dir.join("fast.csv"));
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(reference.0, fast.0, "the reports differ");
+    assert!(reference.1 == fast.1, "the loss CSVs differ");
+    assert_eq!(reference.1.iter().filter(|&&b| b == b'\n').count(), 201);
+}
+
+/// The files of `dir` (a folder of `src/s5_gpt/`), with their text.
+fn sources(dir: &Path) -> Vec<(String, String)> {
+    let mut files = vec![];
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "rs") {
+            files.push((
+                path.display().to_string(),
+                std::fs::read_to_string(&path).unwrap(),
+            ));
+        }
+    }
+    files
+}
+
+#[test]
+fn the_lesson_imports_neither_the_fast_layer_nor_the_tool() {
+    let s5 = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/s5_gpt");
+    let lesson = sources(&s5);
+    assert!(lesson.len() >= 10, "the lesson's files are found");
+    for (file, text) in &lesson {
+        let code: String = text
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("//"))
+            .collect();
+        let first = text.lines().next().unwrap_or_default();
+        if file.ends_with("mod.rs") {
+            continue; // declares the modules
+        }
+        assert!(
+            first.starts_with("//! Lesson layer."),
+            "{file} does not say which layer it is in"
+        );
+        for word in [
+            "fast::", "app::", "team::", "timers", "Pool", "unsafe", "Instant", "thread",
+        ] {
+            assert!(!code.contains(word), "{file} uses {word}");
+        }
+    }
+    for (file, text) in sources(&s5.join("fast")) {
+        if !file.ends_with("mod.rs") {
+            assert!(
+                text.starts_with("//! Fast layer."),
+                "{file} does not say which layer it is in"
+            );
+        }
+        assert!(
+            !text.contains("app::"),
+            "{file}: the fast layer does not know the tool"
+        );
+    }
+    for (file, text) in sources(&s5.join("app"))
+        .into_iter()
+        .chain(sources(&s5.join("app/command")))
+    {
+        assert!(
+            text.starts_with("//! Tool layer."),
+            "{file} does not say which layer it is in"
+        );
+    }
+}
