@@ -189,29 +189,15 @@ fn formulas(text: &str) -> Vec<&str> {
     found
 }
 
-/// Chapters whose formulas still write a subscript as Markdown's `\_`, from when MathJax read the page after
-/// Markdown. `book/katex-macros.txt` maps `\_` to `_` for them; a chapter leaves this list when its formulas
-/// are plain TeX, and the macro goes when the list is empty.
-const CHAPTERS_WITH_ESCAPED_SUBSCRIPTS: [&str; 2] = ["appendix_determinism.md", "s5_gpt.md"];
-
 #[test]
 fn formulas_are_plain_tex() {
     // mdbook-katex renders each formula before Markdown reads the page, so a formula is TeX as written:
-    // `_` is a subscript, and `\_` would print an underscore but for the macro.
-    let macros = fs::read_to_string(book_src().join("../katex-macros.txt")).unwrap();
+    // `_` is a subscript, and Markdown's escape `\_` would print an underscore.
     let mut escaped = Vec::new();
     for chapter in chapters() {
-        let name = chapter.file_name().unwrap().to_str().unwrap();
         let text = fs::read_to_string(&chapter).unwrap();
-        let uses_escape = formulas(&text).iter().any(|f| f.contains("\\_"));
-        if uses_escape {
-            assert!(
-                macros.lines().any(|line| line == "\\_:_"),
-                "{name} writes \\_ in a formula, and book/katex-macros.txt no longer maps it to _"
-            );
-            if !CHAPTERS_WITH_ESCAPED_SUBSCRIPTS.contains(&name) {
-                escaped.push(name.to_string());
-            }
+        if formulas(&text).iter().any(|f| f.contains("\\_")) {
+            escaped.push(chapter.file_name().unwrap().to_str().unwrap().to_string());
         }
     }
     assert_eq!(formulas("x \\\\( a_i \\\\) y"), [" a_i "]);
