@@ -252,3 +252,61 @@ fn an_https_url_speaks_tls() {
     assert!(matches!(err, FetchError::Unreachable { .. }), "{msg}");
     assert_eq!(dir.files(), Vec::<PathBuf>::new());
 }
+
+// ---------------------------------------------------------------------------------------------------
+// The first run: no corpus anywhere, so stage 5 fetches it, checks it, keeps it and trains on it.
+// ---------------------------------------------------------------------------------------------------
+
+#[test]
+fn a_first_run_fetches_the_corpus_and_trains_on_it() {
+    use attention_from_scratch::s5_gpt::app::Config;
+    use attention_from_scratch::s5_gpt::app::config::find_or_fetch;
+    use attention_from_scratch::s5_gpt::data::default_data_path;
+
+    let tiny_shakespeare =
+        std::fs::read(default_data_path()).expect("Tiny Shakespeare: run data/fetch.sh");
+    let dir = TempDir::new("first_run");
+    let nowhere = dir.0.join("no_copy_here.txt");
+    let (url, server) = serve(answer("200 OK", tiny_shakespeare.len(), &tiny_shakespeare));
+    let corpus = find_or_fetch(&nowhere, &dir.dest(), &url, false).expect("the corpus arrives");
+    server.join().expect("the server ends");
+    assert_eq!(corpus, dir.dest());
+    assert_eq!(
+        dir.files(),
+        vec![dir.dest()],
+        "the corpus, and no partial file"
+    );
+
+    // The next run finds it and asks for nothing (an unreachable address would fail).
+    assert_eq!(
+        find_or_fetch(&corpus, &nowhere, "http://127.0.0.1:9/", false).unwrap(),
+        corpus
+    );
+    let cfg = Config {
+        data: Some(corpus),
+        max_steps: Some(3),
+        ..Config::default()
+    };
+    let mut trainer = cfg.trainer().expect("the fetched corpus loads");
+    trainer
+        .train(|_| std::ops::ControlFlow::Continue(()))
+        .unwrap();
+    assert_eq!(trainer.losses.len(), 3);
+}
+
+#[test]
+fn a_first_run_that_cannot_fetch_says_so_and_leaves_nothing() {
+    use attention_from_scratch::s5_gpt::app::config::find_or_fetch;
+
+    let dir = TempDir::new("first_run_404");
+    let (url, server) = serve(answer("404 Not Found", 9, b"not found"));
+    let err = find_or_fetch(&dir.0.join("none.txt"), &dir.dest(), &url, false).unwrap_err();
+    server.join().expect("the server ends");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("404") && msg.contains(&url) && msg.contains("data/fetch.sh"),
+        "{msg}"
+    );
+    assert!(!msg.contains('\n'), "one line: {msg}");
+    assert!(dir.files().is_empty(), "no file is left: {:?}", dir.files());
+}

@@ -4,8 +4,12 @@ use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
 pub enum GptError {
-    #[error("data file {} not found: run data/fetch.sh to download Tiny Shakespeare, or pass --data PATH", path.display())]
+    #[error("data file {} not found: `cargo run --release --example s5_gpt` downloads Tiny Shakespeare on first use, as does data/fetch.sh; or pass --data PATH", path.display())]
     DataMissing { path: PathBuf },
+
+    /// The corpus could not be downloaded; the message names the address, the reason and the way out.
+    #[error("{0}")]
+    Download(String),
 
     #[error("cannot read data file {}: {source}; check the path and its permissions, or run data/fetch.sh", path.display())]
     DataUnreadable {

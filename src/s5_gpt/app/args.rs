@@ -96,13 +96,23 @@ pub fn recipe_flags(recipe: &Recipe) -> [(&'static str, &'static str, String); 7
     ]
 }
 
+/// Where the text comes from.
+#[derive(Debug, Args)]
+pub struct DataArgs {
+    /// The corpus [default: data/tinyshakespeare.txt, downloaded on first use]
+    #[arg(long, value_name = "PATH")]
+    pub data: Option<PathBuf>,
+    /// Never download the corpus (to mirror it, set TINY_SHAKESPEARE_URL instead)
+    #[arg(long)]
+    pub no_download: bool,
+}
+
 /// How a run goes: its data, when it stops, on how many threads, what it shows and writes.
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Run")]
 pub struct RunArgs {
-    /// The corpus [default: data/tinyshakespeare.txt, fetched by data/fetch.sh]
-    #[arg(long, value_name = "PATH")]
-    pub data: Option<PathBuf>,
+    #[command(flatten)]
+    pub data: DataArgs,
     #[arg(long, value_name = "N",
           help = MAX_STEPS.help("Stop training after step N of the schedule [default: the end of the last epoch]"))]
     pub max_steps: Option<usize>,
@@ -137,7 +147,8 @@ impl RunArgs {
     pub fn config(&self, recipe: Recipe) -> Config {
         Config {
             recipe,
-            data: self.data.clone(),
+            data: self.data.data.clone(),
+            download: !self.data.no_download,
             max_steps: self.max_steps,
             loss_csv: self.loss_csv.clone(),
             plot: self.plot.clone(),
@@ -236,9 +247,8 @@ pub struct EvalArgs {
     /// The checkpoint folder, as written by `train --save`
     #[arg(long, value_name = "DIR")]
     pub checkpoint: PathBuf,
-    /// The corpus the checkpoint was trained on [default: data/tinyshakespeare.txt]
-    #[arg(long, value_name = "PATH")]
-    pub data: Option<PathBuf>,
+    #[command(flatten)]
+    pub data: DataArgs,
     #[command(flatten)]
     pub compute: ComputeArgs,
     /// Show no progress bar

@@ -3,8 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
+use super::fetch::{corpus_url, fetch};
 use crate::s5_gpt::backend::{Backend, Lesson};
-use crate::s5_gpt::data::{CharDataset, default_data_path};
+use crate::s5_gpt::data::{CharDataset, DATA_FILE, DATA_SHA256, default_data_path};
 use crate::s5_gpt::error::GptError;
 use crate::s5_gpt::fast::{Fast, team};
 use crate::s5_gpt::train::{Recipe, Trainer};
@@ -125,6 +126,9 @@ pub struct Config {
     pub progress: bool,
     /// Compute with the lesson's plain code instead of the fast layer (the same bits, slower).
     pub reference: bool,
+    /// Download Tiny Shakespeare when no `data` is given and no copy is found. The command line turns it
+    /// on (`--no-download` off again); a program or test that builds a `Config` asks for it.
+    pub download: bool,
 }
 
 impl Default for Config {
@@ -141,6 +145,7 @@ impl Default for Config {
             threads: 0,
             progress: false,
             reference: false,
+            download: false,
         }
     }
 }
@@ -173,6 +178,17 @@ impl Config {
         self.data.clone().unwrap_or_else(default_data_path)
     }
 
+    /// The corpus to read: `--data`, else the first copy found, else (with `download`) a fresh download
+    /// into this crate's `data/` folder.
+    pub fn corpus(&self) -> Result<PathBuf, GptError> {
+        let path = self.data_path();
+        if self.data.is_some() || !self.download {
+            return Ok(path);
+        }
+        let dest = Path::new(env!("CARGO_MANIFEST_DIR")).join(DATA_FILE);
+        find_or_fetch(&path, &dest, &corpus_url(), self.progress)
+    }
+
     /// The backend `--reference` asks for: the lesson's, or the fast layer's.
     pub fn backend(&self) -> Box<dyn Backend> {
         if self.reference {
@@ -182,11 +198,12 @@ impl Config {
         }
     }
 
-    /// Checks the settings, loads the corpus and builds the trainer, in the tutorial's order.
+    /// Checks the settings, finds (or downloads) the corpus, loads it and builds the trainer, in the
+    /// tutorial's order.
     pub fn trainer(&self) -> Result<Trainer, GptError> {
         self.check()?;
         let (b, t) = (self.recipe.batch_size, self.recipe.context_size);
-        let dataset = CharDataset::load(&self.data_path(), b, t)?;
+        let dataset = CharDataset::load(&self.corpus()?, b, t)?;
         Ok(Trainer::new(
             self.recipe,
             dataset,
@@ -202,6 +219,20 @@ impl Config {
         team::with_team(threads, f)
             .map_err(|e| GptError::Config(format!("cannot start {threads} threads: {e}")))?
     }
+}
+
+/// `found` if it is a file, else Tiny Shakespeare downloaded from `url` into `dest`.
+pub fn find_or_fetch(
+    found: &Path,
+    dest: &Path,
+    url: &str,
+    progress: bool,
+) -> Result<PathBuf, GptError> {
+    if found.is_file() {
+        return Ok(found.to_path_buf());
+    }
+    fetch(url, dest, DATA_SHA256, progress).map_err(|e| GptError::Download(e.to_string()))?;
+    Ok(dest.to_path_buf())
 }
 
 /// The model's sizes and the training recipe, each in its range.

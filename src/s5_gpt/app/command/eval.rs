@@ -15,7 +15,8 @@ pub fn run(args: EvalArgs, out: &mut impl Write) -> Result<(), GptError> {
     let saved = checkpoint::load(&args.checkpoint)?;
     let cfg = Config {
         recipe: saved.config.recipe,
-        data: args.data.clone(),
+        data: args.data.data.clone(),
+        download: !args.data.no_download,
         threads: args.compute.threads,
         reference: args.compute.reference,
         progress: !args.quiet,
