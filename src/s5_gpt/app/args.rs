@@ -1,5 +1,6 @@
 //! Tool layer. The `s5_gpt` command line: each flag declared once, grouped, and shared between
-//! subcommands with clap's `flatten`. [`RunArgs::config`] turns the flags into the one [`Config`].
+//! subcommands with clap's `flatten`. The `config` methods here are the one place where flags become a
+//! [`Config`].
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -132,7 +133,7 @@ pub struct RunArgs {
 }
 
 /// How the arithmetic runs; the results are the same bits either way.
-#[derive(Debug, Args)]
+#[derive(Clone, Copy, Debug, Args)]
 pub struct ComputeArgs {
     #[arg(long, value_name = "N", default_value_t = 0, hide_default_value = true,
           help = THREADS.help("Training threads, 0 for one per core (the default); the results are the same for any number"))]
@@ -156,6 +157,44 @@ impl RunArgs {
             threads: self.compute.threads,
             reference: self.compute.reference,
             progress: !self.quiet,
+            ..Config::default()
+        }
+    }
+}
+
+impl ChapterArgs {
+    /// The settings of the chapter run: the recipe and run flags, and the sample's prompt and length.
+    pub fn config(&self) -> Config {
+        Config {
+            prompt: self.sample.prompt.clone(),
+            sample_len: self.sample.sample_len,
+            ..self.run.config(self.recipe.recipe())
+        }
+    }
+}
+
+impl EvalArgs {
+    /// The settings of `eval`: the checkpoint's `recipe`, this run's corpus and threads.
+    pub fn config(&self, recipe: Recipe) -> Config {
+        Config {
+            recipe,
+            data: self.data.data.clone(),
+            download: !self.data.no_download,
+            threads: self.compute.threads,
+            reference: self.compute.reference,
+            progress: !self.quiet,
+            ..Config::default()
+        }
+    }
+}
+
+impl GenerateArgs {
+    /// The settings of `generate`: only how the arithmetic runs (the checkpoint has the rest).
+    pub fn config(&self) -> Config {
+        let ComputeArgs { threads, reference } = self.compute;
+        Config {
+            threads,
+            reference,
             ..Config::default()
         }
     }

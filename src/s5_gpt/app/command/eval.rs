@@ -5,7 +5,6 @@ use std::io::Write;
 use super::super::args::EvalArgs;
 use super::super::chapter::test;
 use super::super::checkpoint;
-use super::super::config::Config;
 use super::train::same_vocabulary;
 use super::warn_about_corpus;
 use crate::s5_gpt::error::GptError;
@@ -13,15 +12,7 @@ use crate::s5_gpt::error::GptError;
 /// `s5_gpt eval`: the checkpoint's mean loss over the test batches of its corpus.
 pub fn run(args: EvalArgs, out: &mut impl Write) -> Result<(), GptError> {
     let saved = checkpoint::load(&args.checkpoint)?;
-    let cfg = Config {
-        recipe: saved.config.recipe,
-        data: args.data.data.clone(),
-        download: !args.data.no_download,
-        threads: args.compute.threads,
-        reference: args.compute.reference,
-        progress: !args.quiet,
-        ..Config::default()
-    };
+    let cfg = args.config(saved.config.recipe);
     warn_about_corpus(&cfg);
     cfg.with_threads(|| {
         let mut trainer = cfg.trainer()?;

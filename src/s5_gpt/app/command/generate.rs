@@ -5,7 +5,7 @@ use std::io::Write;
 use super::super::args::GenerateArgs;
 use super::super::chapter::check_prompt;
 use super::super::checkpoint;
-use super::super::config::{Config, SAMPLE_LEN, TOP_K};
+use super::super::config::{SAMPLE_LEN, TOP_K};
 use crate::rng::numpy::NumpyRandom;
 use crate::s5_gpt::data::CharDataset;
 use crate::s5_gpt::error::GptError;
@@ -28,11 +28,7 @@ pub fn run(args: GenerateArgs, out: &mut impl Write) -> Result<(), GptError> {
         temperature: t,
         top_k: args.top_k,
     };
-    let cfg = Config {
-        threads: args.compute.threads,
-        reference: args.compute.reference,
-        ..Config::default()
-    };
+    let cfg = args.config();
     cfg.with_threads(|| {
         let mut tape = Tape::with_backend(cfg.backend());
         // Seeded as the chapter is, and past the initial weights' draws, as the chapter is when it samples.

@@ -73,11 +73,7 @@ impl Cli {
 
 /// The chapter run, or with `--bench` the benchmark of its training steps.
 fn run_chapter(args: ChapterArgs, out: &mut impl Write) -> Result<(), GptError> {
-    let cfg = Config {
-        prompt: args.sample.prompt.clone(),
-        sample_len: args.sample.sample_len,
-        ..args.run.config(args.recipe.recipe())
-    };
+    let cfg = args.config();
     warn_about_corpus(&cfg);
     match args.bench {
         Some(steps) => write!(out, "{}", bench::run(&cfg, steps)?).map_err(GptError::from),
