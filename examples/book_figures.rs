@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use attention_from_scratch::cli::exit_code;
 use attention_from_scratch::figures::{self, Figure};
+use attention_from_scratch::s5_gpt::app::files::write_atomic;
 use attention_from_scratch::s5_gpt::{self, GptError, app::Config};
 use clap::Parser;
 
@@ -20,25 +21,28 @@ struct Args {
     attention_only: bool,
 }
 
-fn write(figure: &Figure) -> std::io::Result<()> {
+/// Writes `figure` into `book/src/img/`, whole or not at all.
+fn write(figure: &Figure) -> Result<(), GptError> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("book/src/img");
-    std::fs::create_dir_all(&dir)?;
-    // Written beside the target and renamed, so that an interrupted run leaves the old picture whole.
-    let tmp = dir.join(format!(".{}.tmp", figure.file));
-    std::fs::write(&tmp, &figure.svg)?;
-    std::fs::rename(&tmp, dir.join(&figure.file))?;
+    std::fs::create_dir_all(&dir).map_err(|source| GptError::Write {
+        path: dir.clone(),
+        source,
+    })?;
+    write_atomic(&dir.join(&figure.file), figure.svg.as_bytes())?;
     println!("wrote book/src/img/{}", figure.file);
     Ok(())
 }
 
-/// Trains stage 5 with the tutorial's settings and draws its loss curve (about a minute in release).
-fn trained_loss_curve() -> Result<Figure, GptError> {
+/// Trains stage 5 with the tutorial's settings and draws its loss curve and learning rate (about a minute
+/// in release).
+fn training_curves() -> Result<[Figure; 2], GptError> {
     let cfg = Config {
         progress: true,
         ..Config::default()
     };
     let report = s5_gpt::app::run(&mut std::io::sink(), &cfg)?;
-    Ok(figures::loss_curve(&report.losses, Some(report.test_loss)))
+    let loss = figures::loss_curve(&report.losses, Some(report.test_loss));
+    Ok([loss, figures::learning_rate_curve(&report.lrs)])
 }
 
 fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
@@ -46,7 +50,9 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         write(&figure)?;
     }
     if !args.attention_only {
-        write(&trained_loss_curve()?)?;
+        for figure in training_curves()? {
+            write(&figure)?;
+        }
     }
     Ok(())
 }

@@ -111,6 +111,30 @@ pub fn loss_curve(losses: &[f32], test_loss: Option<f64>) -> Figure {
     }
 }
 
+/// Stage 5's learning rate at every step: the warm-up–cosine schedule the run used.
+pub fn learning_rate_curve(lrs: &[f64]) -> Figure {
+    let series = [Series {
+        name: "learning rate",
+        colour: "#2ca02c",
+        points: lrs
+            .iter()
+            .enumerate()
+            .step_by(50)
+            .map(|(s, &lr)| (s as f64, lr))
+            .collect(),
+    }];
+    let svg = plot::line_chart(
+        "Stage 5: warm-up, then a cosine",
+        "step",
+        "learning rate",
+        &series,
+    );
+    Figure {
+        file: "s5_gpt_lr.svg".into(),
+        svg,
+    }
+}
+
 /// Tests and the figure example compare against the committed copy under `book/src/img/`.
 pub fn committed(file: &str) -> std::io::Result<String> {
     std::fs::read_to_string(

@@ -272,6 +272,30 @@ fn temperature_and_top_k_change_the_sample() {
     );
 }
 
+/// The two samples the book sets side by side: one checkpoint (12,000 steps), drawn cold and narrow, then hot.
+#[test]
+fn a_cold_and_a_hot_sample_for_the_book() {
+    let dir = scratch("cold_and_hot");
+    train_into(&dir, 12_000);
+    let sample = |extra: &[&str]| {
+        let args = [
+            "generate",
+            "--checkpoint",
+            path(&dir),
+            "--prompt",
+            "JULIET:",
+            "--sample-len",
+            "240",
+        ];
+        ok(&[&args[..], extra].concat())
+    };
+    insta::assert_snapshot!(
+        "sample_cold",
+        sample(&["--temperature", "0.5", "--top-k", "5"])
+    );
+    insta::assert_snapshot!("sample_hot", sample(&["--temperature", "1.5"]));
+}
+
 #[test]
 fn plot_and_csv_show_every_step() {
     let dir = scratch("curves");

@@ -577,6 +577,23 @@ fn a_loss_csv_in_a_missing_folder_fails_before_training() {
 // The whole chapter.
 // ---------------------------------------------------------------------------------------------------
 
+/// The chapter run's report cut where the book shows it: the data and model lines, the training log, the
+/// test loss, and the sample.
+fn chapter_parts(out: &str) -> [&str; 4] {
+    let at = |marker: &str| {
+        out.find(marker)
+            .unwrap_or_else(|| panic!("no {marker:?} in the report"))
+    };
+    let (training, testing, sample) =
+        (at("\nstep 0:") + 1, at("\nprediction:") + 1, at("\n\n") + 2);
+    [
+        &out[..training],
+        &out[training..testing],
+        &out[testing..sample],
+        &out[sample..],
+    ]
+}
+
 /// The run `cargo run --release --example s5_gpt` prints: 31,368 steps (loss every 1,000), the test
 /// loss and the 512-character sample. About 1.5 minutes at opt-level 3.
 #[test]
@@ -596,15 +613,30 @@ fn chapter_run() {
         report.sample.starts_with("ROMEO:\nFamtany at"),
         "the NumPy sample starts this way too"
     );
-    insta::assert_snapshot!(String::from_utf8(out).unwrap());
-
-    // The book's loss curve is drawn from this same run.
-    let figure =
-        attention_from_scratch::figures::loss_curve(&report.losses, Some(report.test_loss));
-    let committed = attention_from_scratch::figures::committed(&figure.file).unwrap_or_default();
-    assert!(
-        committed == figure.svg,
-        "book/src/img/{} is stale; run `cargo run --release --example book_figures`",
-        figure.file
+    let out = String::from_utf8(out).unwrap();
+    let [setup, training, testing, sample] = chapter_parts(&out);
+    assert_eq!(
+        [setup, training, testing, sample].concat(),
+        out,
+        "the parts are the whole"
     );
+    // One snapshot per part, so that the book shows each output beside the code that prints it.
+    insta::assert_snapshot!("chapter_1_setup", setup);
+    insta::assert_snapshot!("chapter_2_training", training);
+    insta::assert_snapshot!("chapter_3_testing", testing);
+    insta::assert_snapshot!("chapter_4_sample", sample);
+
+    // The book's loss curve and learning rate are drawn from this same run.
+    use attention_from_scratch::figures::{committed, learning_rate_curve, loss_curve};
+    let curves = [
+        loss_curve(&report.losses, Some(report.test_loss)),
+        learning_rate_curve(&report.lrs),
+    ];
+    for figure in curves {
+        assert!(
+            committed(&figure.file).unwrap_or_default() == figure.svg,
+            "book/src/img/{} is stale; run `cargo run --release --example book_figures`",
+            figure.file
+        );
+    }
 }

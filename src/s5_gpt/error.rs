@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
 pub enum GptError {
-    #[error("data file {} not found: `cargo run --release --example s5_gpt` downloads Tiny Shakespeare on first use, as does data/fetch.sh; or pass --data PATH", path.display())]
+    #[error("data file {} not found: run data/fetch.sh (or `cargo run --release --example s5_gpt`, which downloads it on first use), or pass --data PATH", path.display())]
     DataMissing { path: PathBuf },
 
     /// The corpus could not be downloaded; the message names the address, the reason and the way out.

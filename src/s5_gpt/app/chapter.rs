@@ -64,12 +64,6 @@ fn run_chapter<W: Write>(out: &mut W, cfg: &Config) -> Result<Report, GptError> 
         shape.join(", ")
     )?;
     writeln!(out, "loss: {}", result.mean())?;
-    let train_batches = trainer.dataset.len(Split::Train);
-    let chapter = result.loss_sum / train_batches as f64;
-    writeln!(
-        out,
-        "(the stored chapter divides by the {train_batches} train batches and prints {chapter})"
-    )?;
     write_curves(cfg, &trainer, Some(result.mean()))?;
 
     let sample = trainer.generate(&cfg.prompt, cfg.sample_len)?;
