@@ -269,7 +269,7 @@ pub fn linear_backward(
 /// `GPTLoss` clips the target's probability to [1e-10, 1] before the log, so a 0 never gives ∞.
 pub const PROB_FLOOR: f32 = 1e-10;
 
-/// `GPTLoss`: the mean over N positions of −ln softmax(logits)\[target\], with logits (N, V). Keeps the
+/// `GPTLoss`: the mean over N positions of `−ln softmax(logits)[target]`, with logits (N, V). Keeps the
 /// softmax in `probs` (N, V) for the backward pass.
 pub fn cross_entropy_forward(probs: &mut [f32], logits: &[f32], targets: &[usize]) -> f32 {
     let v = logits.len() / targets.len();
