@@ -220,6 +220,14 @@ impl CharDataset {
 
 /// Reads the corpus, turning each way it can fail into an [`Error`] that says what to do.
 fn read_text(path: &Path) -> Result<String, GptError> {
+    // A folder, a pipe or a device such as /dev/zero: reading it would fail, block or never end.
+    if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
+        let why = "it is not a regular file";
+        return Err(GptError::DataUnreadable {
+            path: path.to_path_buf(),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, why),
+        });
+    }
     let bytes = std::fs::read(path).map_err(|source| match source.kind() {
         std::io::ErrorKind::NotFound => GptError::DataMissing {
             path: path.to_path_buf(),

@@ -214,14 +214,11 @@ pub fn load(dir: &Path) -> Result<Checkpoint, GptError> {
     }
     let bytes = read_checked(dir, &config, MODEL_FILE)?;
     let file = parse(&dir.join(MODEL_FILE), &bytes)?;
-    // A scratch model gives the names and shapes the config implies.
-    let mut tape = Tape::new();
-    let model = Gpt::new(&mut tape, &mut NumpyRandom::seed(0), config.gpt_config());
+    // Each tensor the config implies, checked against the file's before its numbers are copied.
     let mut weights = vec![];
-    for (name, id) in model.named_parameters() {
-        let shape = &tape.value(id).shape;
-        let values = tensor_f32(&file, &name, shape).map_err(mismatch)?;
-        weights.push((name, Tensor::new(shape, values)));
+    for (name, shape) in parameter_shapes(config.gpt_config()) {
+        let values = tensor_f32(&file, &name, &shape).map_err(mismatch)?;
+        weights.push((name, Tensor::new(&shape, values)));
     }
     if file.len() != weights.len() {
         let why = format!("{} tensors, the config needs {}", file.len(), weights.len());
@@ -234,6 +231,33 @@ pub fn load(dir: &Path) -> Result<Checkpoint, GptError> {
     })
 }
 // ANCHOR_END: load
+
+/// The name and shape of every parameter of a model of `config`, in [`Gpt::named_parameters`] order.
+/// Computed rather than read off a scratch model: a damaged config could ask for gigabytes of weights, and
+/// the file's tensors are checked against these shapes before any of them is copied.
+fn parameter_shapes(config: GptConfig) -> Vec<(String, Vec<usize>)> {
+    let GptConfig {
+        vocab_size: v,
+        context_size: t,
+        embedding_size: c,
+        blocks,
+    } = config;
+    let mut shapes = vec![
+        ("tok_emb.weight".to_string(), vec![v, c]),
+        ("pos_emb.weight".to_string(), vec![t, c]),
+    ];
+    let mut linear = |name: String, n_in: usize, n_out: usize| {
+        shapes.push((format!("{name}.weight"), vec![n_out, n_in]));
+        shapes.push((format!("{name}.bias"), vec![n_out]));
+    };
+    for i in 0..blocks {
+        linear(format!("blocks.{i}.attn.out"), c, c);
+        linear(format!("blocks.{i}.ff.in"), c, 4 * c);
+        linear(format!("blocks.{i}.ff.out"), 4 * c, c);
+    }
+    linear("head".to_string(), c, v);
+    shapes
+}
 
 impl Checkpoint {
     /// The model this checkpoint holds, built on `tape`. The initial weights are drawn from `rng` first,
@@ -287,6 +311,13 @@ impl Checkpoint {
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, GptError> {
+    // A folder, a pipe or a device such as /dev/zero: reading it would fail, block or never end.
+    if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
+        return Err(GptError::CheckpointFile {
+            path: path.to_path_buf(),
+            why: "it is not a regular file".into(),
+        });
+    }
     std::fs::read(path).map_err(|e| GptError::CheckpointFile {
         path: path.to_path_buf(),
         why: match e.kind() {
@@ -315,7 +346,8 @@ fn read_checked(dir: &Path, config: &SavedConfig, name: &str) -> Result<Vec<u8>,
 fn parse<'a>(path: &Path, bytes: &'a [u8]) -> Result<SafeTensors<'a>, GptError> {
     SafeTensors::deserialize(bytes).map_err(|e| GptError::CheckpointFile {
         path: path.to_path_buf(),
-        why: format!("not a complete safetensors file: {e}"),
+        // A damaged file's tensor names, which the error may quote, can hold line breaks.
+        why: format!("not a complete safetensors file: {e}").replace(char::is_control, " "),
     })
 }
 
@@ -345,4 +377,27 @@ fn tensor_f32(file: &SafeTensors, name: &str, shape: &[usize]) -> Result<Vec<f32
         .chunks_exact(4)
         .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parameter_shapes_are_the_models() {
+        let config = GptConfig {
+            vocab_size: 5,
+            context_size: 3,
+            embedding_size: 2,
+            blocks: 2,
+        };
+        let mut tape = Tape::new();
+        let model = Gpt::new(&mut tape, &mut NumpyRandom::seed(0), config);
+        let built: Vec<(String, Vec<usize>)> = model
+            .named_parameters()
+            .into_iter()
+            .map(|(name, id)| (name, tape.value(id).shape.clone()))
+            .collect();
+        assert_eq!(parameter_shapes(config), built);
+    }
 }
