@@ -480,7 +480,7 @@ fn a_checkpoint_refuses_another_text_or_model() {
     assert!(msg.contains("'ë'"), "{msg}");
     let msg = fails(&["generate", "--checkpoint", path(&dir), "--temperature", "0"]);
     assert!(
-        msg.contains("--temperature must be a positive number"),
+        msg.contains("--temperature must be a number from 0.001 to 1000"),
         "{msg}"
     );
     // Giving a flag its saved value is fine.

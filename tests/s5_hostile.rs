@@ -1196,7 +1196,7 @@ fn hostile_prompts_and_flags_are_refused_cleanly() {
         ("--top-k -1", Rejected),
         (
             "--temperature 0",
-            Fails("--temperature must be a positive number"),
+            Fails("--temperature must be a number from 0.001 to 1000"),
         ),
         ("--temperature -0", Fails("--temperature")),
         ("--temperature -1", Fails("--temperature")),
@@ -1204,9 +1204,11 @@ fn hostile_prompts_and_flags_are_refused_cleanly() {
         ("--temperature inf", Fails("--temperature")),
         ("--temperature -inf", Rejected), // clap takes it for a flag
         ("--temperature 1e39", Fails("--temperature")), // inf as a float32
-        ("--temperature 1e-45", Survives),
-        ("--temperature 1e-30", Survives),
-        ("--temperature 3e38", Runs),
+        ("--temperature 1e-45", Fails("--temperature")), // the logits would overflow
+        ("--temperature 1e-30", Fails("--temperature")),
+        ("--temperature 0.001", Runs),
+        ("--temperature 1000", Runs),
+        ("--temperature 3e38", Fails("--temperature")),
         ("--temperature warm", Rejected),
         ("--seed 4294967295", Runs),
         ("--seed 4294967296", Rejected),

@@ -181,7 +181,7 @@ impl Trainer {
         let total = recipe.epochs * dataset.len(Split::Train);
         let schedule = WarmupCosine::new(recipe.lr, total, WARMUP_STEPS, recipe.lr / 10.0);
         let steps = max_steps.map_or(total, |m| m.min(total));
-        let (losses, lrs) = (Vec::with_capacity(steps), Vec::with_capacity(steps));
+        let (losses, lrs) = (vec![], vec![]); // grown step by step: a run may stop early
         let optimizer = AdamW::new(recipe.lr);
         Trainer {
             recipe,

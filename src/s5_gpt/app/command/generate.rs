@@ -12,12 +12,19 @@ use crate::s5_gpt::error::GptError;
 use crate::s5_gpt::generate::{Sampling, generate};
 use crate::s5_gpt::tape::Tape;
 
+/// Temperatures outside these make no sense to sample with: below, logits divided by it overflow float32;
+/// above, every character is as likely as every other.
+const MIN_TEMPERATURE: f32 = 1e-3;
+const MAX_TEMPERATURE: f32 = 1e3;
+
 /// `s5_gpt generate`: a sample from a checkpoint.
 pub fn run(args: GenerateArgs, out: &mut impl Write) -> Result<(), GptError> {
     let saved = checkpoint::load(&args.checkpoint)?;
     let t = args.temperature;
-    if !(t.is_finite() && t > 0.0) {
-        let msg = format!("--temperature must be a positive number, got {t}; 1 is the chapter's");
+    if !(t.is_finite() && (MIN_TEMPERATURE..=MAX_TEMPERATURE).contains(&t)) {
+        let msg = format!(
+            "--temperature must be a number from {MIN_TEMPERATURE} to {MAX_TEMPERATURE}, got {t}; 1 is the chapter's"
+        );
         return Err(GptError::Config(msg));
     }
     args.top_k.map(|k| TOP_K.check(k)).transpose()?;
