@@ -143,21 +143,17 @@ pub const MASK_VALUE: f32 = -1e9;
 /// so that token t attends to tokens 0..=t only.
 pub fn tril_forward(out: &mut [f32], x: &[f32], t: usize) {
     out.copy_from_slice(x);
-    for (k, score) in out.iter_mut().enumerate() {
-        let (i, j) = (k / t % t, k % t); // row and column within its matrix
-        if j > i {
-            *score = MASK_VALUE;
-        }
+    for (r, row) in out.chunks_exact_mut(t).enumerate() {
+        let i = r % t; // the row within its matrix
+        row[i + 1..].fill(MASK_VALUE);
     }
 }
 
 /// `x.grad += p.grad * keep`: the gradient passes where the score was kept and is 0 above the diagonal.
 pub fn tril_backward(d_x: &mut [f32], d_out: &[f32], t: usize) {
     d_x.copy_from_slice(d_out);
-    for (k, d) in d_x.iter_mut().enumerate() {
-        if k % t > k / t % t {
-            *d = 0.0;
-        }
+    for (r, row) in d_x.chunks_exact_mut(t).enumerate() {
+        row[r % t + 1..].fill(0.0);
     }
 }
 // ANCHOR_END: tril
