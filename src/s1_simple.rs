@@ -91,11 +91,6 @@ pub fn torch_sum(row: &ArrayView1<f32>) -> f32 {
 }
 // ANCHOR_END: torch_sum
 
-/// `x.sum(dim=-1)` of a matrix: one [`torch_sum`] per row, (T, T) -> (T).
-pub fn torch_row_sums(x: &ArrayView2<f32>) -> Array1<f32> {
-    x.rows().into_iter().map(|row| torch_sum(&row)).collect()
-}
-
 // ANCHOR: normalize_by_sum
 /// Step 2, first try: divide the scores by their sum, so the weights add up to 1.
 pub fn normalize_by_sum(attn_scores: &ArrayView1<f32>) -> Array1<f32> {
@@ -173,17 +168,23 @@ pub fn simple_attention(inputs: &ArrayView2<f32>) -> (Array2<f32>, Array2<f32>, 
 }
 // ANCHOR_END: matrix_form
 
-/// Cell #11's `row_2_sum`: the book adds the row as it printed it, `sum([0.1385, 0.2379, ...])`, so this
+// ANCHOR: row_sums
+/// `attn_weights.sum(dim=-1)`: one [`torch_sum`] per row, (T, T) -> (T).
+pub fn torch_row_sums(x: &ArrayView2<f32>) -> Array1<f32> {
+    x.rows().into_iter().map(|row| torch_sum(&row)).collect()
+}
+
+/// The book's `row_2_sum`: it adds the row as it printed it, `sum([0.1385, 0.2379, ...])`, so this
 /// rounds each weight to the four printed decimals and adds them as Python floats (f64).
 pub fn printed_row_sum(row: &ArrayView1<f32>) -> f64 {
-    row.iter()
-        .map(|w| {
-            format!("{w:.4}")
-                .parse::<f64>()
-                .expect("a formatted f32 parses")
-        })
-        .fold(0.0, |sum, w| sum + w)
+    let printed = |w: &f32| {
+        format!("{w:.4}")
+            .parse::<f64>()
+            .expect("a formatted f32 parses")
+    };
+    row.iter().map(printed).fold(0.0, |sum, w| sum + w)
 }
+// ANCHOR_END: row_sums
 
 /// §3.3.1: scores, weights and the context vector of the query "journey", x⁽²⁾.
 fn print_3_3_1<W: Write>(out: &mut W, inputs: &ArrayView2<f32>) -> std::io::Result<Array1<f32>> {

@@ -88,6 +88,45 @@ impl WalkThrough {
     }
 }
 
+// ANCHOR: scaling
+/// Why the scores are divided by √d_k, shown on random vectors: one query and six keys of size `d_k`,
+/// every component drawn uniformly from [−√3, √3), which has mean 0 and variance 1. Each score q·k is then
+/// a sum of d_k products of variance 1, so its variance is d_k, and dividing by √d_k brings it back to 1.
+#[derive(Clone, Debug)]
+pub struct Scaling {
+    /// q·k⁽ⁱ⁾ for the six keys: (T).
+    pub scores: Array1<f32>,
+    /// softmax(scores), without the scaling: (T).
+    pub unscaled_weights: Array1<f32>,
+    /// softmax(scores / √d_k): (T).
+    pub weights: Array1<f32>,
+}
+
+impl Scaling {
+    /// Draws the query, then the keys, from `rng`
+    /// (`torch.empty(d_k).uniform_(-3**0.5, 3**0.5)`, then the same for `(6, d_k)`).
+    pub fn new(rng: &mut Generator, d_k: usize) -> Self {
+        let bound = 3f64.sqrt();
+        let query = rng.uniform(d_k, -bound, bound); // (d_k)
+        let keys = rng.uniform((6, d_k), -bound, bound); // (T, d_k)
+        let scores = keys.dot(&query); // (T)
+        let unscaled_weights = softmax(&scores); // (T)
+        let weights = softmax(&(&scores / (d_k as f32).sqrt())); // (T)
+        Scaling {
+            scores,
+            unscaled_weights,
+            weights,
+        }
+    }
+}
+
+/// How fast a softmax weight still follows its own score: ∂αᵢ/∂ωᵢ = αᵢ(1 − αᵢ), at most 0.25 (at
+/// αᵢ = 0.5). Returns the largest over `weights`; near 0, the gradient that trains the scores vanishes.
+pub fn largest_self_gradient(weights: &Array1<f32>) -> f32 {
+    weights.iter().map(|a| a * (1.0 - a)).fold(0.0, f32::max)
+}
+// ANCHOR_END: scaling
+
 // ANCHOR: self_attention_v1
 /// `SelfAttention_v1`: the three projections are plain `(d_in, d_out)` matrices drawn by `torch.rand`, and
 /// `x @ W` projects.
@@ -239,12 +278,37 @@ fn print_3_4_1<W: Write>(out: &mut W, seed: u64) -> std::io::Result<()> {
         "attn_weights_2",
         &[print::tensor(&step.attn_weights_2)],
     )?;
+    print_scaling(out, seed)?;
     cell(
         out,
         "#21",
         "context_vec_2",
         &[print::tensor(&step.context_vec_2)],
     )
+}
+
+/// Why the book divides by √d_k: random scores for a small and a large key size, before and after the
+/// scaling, at `seed`. Not a cell of the book: the book explains this in words.
+fn print_scaling<W: Write>(out: &mut W, seed: u64) -> std::io::Result<()> {
+    let mut rng = Generator::manual_seed(seed);
+    for d_k in [2, 512] {
+        let demo = Scaling::new(&mut rng, d_k);
+        let lines = [
+            format!("scores: {}", print::tensor(&demo.scores)),
+            format!("softmax(scores): {}", print::tensor(&demo.unscaled_weights)),
+            format!("softmax(scores / √{d_k}): {}", print::tensor(&demo.weights)),
+            format!(
+                "largest α(1−α), unscaled and scaled: {}",
+                print::tensor(&ndarray::arr1(&[
+                    largest_self_gradient(&demo.unscaled_weights),
+                    largest_self_gradient(&demo.weights),
+                ]))
+            ),
+        ];
+        let label = "Scaling::new(&mut rng, d_k), then largest_self_gradient";
+        cell(out, &format!("d_k = {d_k}"), label, &lines)?;
+    }
+    Ok(())
 }
 
 /// §3.4.2, cells #22–#23: `SelfAttention_v1` at `seeds.seed_123`, `SelfAttention_v2` at `seeds.seed_789`.

@@ -31,11 +31,14 @@ use crate::s1_simple::{inputs, softmax};
 use crate::s2_trainable::{D_OUT, Linear, SelfAttentionV2};
 use crate::{BookSeeds, Error, print};
 
-/// The book's batch: `torch.stack((inputs, inputs), dim=0)`, two copies of the six tokens. (B, T, C) = (2, 6, 3).
+// ANCHOR: batch
+/// The book's batch, `torch.stack((inputs, inputs), dim=0)`: two copies of the six tokens.
 pub fn batch() -> Array3<f32> {
     let inputs = inputs(); // (T, C)
-    ndarray::stack(Axis(0), &[inputs.view(), inputs.view()]).expect("equal shapes stack") // (B, T, C)
+    let copies = [inputs.view(), inputs.view()];
+    ndarray::stack(Axis(0), &copies).expect("equal shapes stack") // (B, T, C) = (2, 6, 3)
 }
+// ANCHOR_END: batch
 
 // ANCHOR: mask_after_softmax
 /// `torch.tril(torch.ones(n, n))`: 1 where token `i` may attend to token `j` (`j ≤ i`), 0 in the future.
@@ -172,6 +175,8 @@ pub struct CausalAttention {
     /// The probability with which dropout zeroes each attention weight. 0 leaves them alone and draws no
     /// random numbers.
     pub dropout: f64,
+    /// Whether dropout is on: `true` while training (the default), `false` at inference.
+    pub training: bool,
     /// Built once for `context_length` tokens.
     pub mask: CausalMask,
 }
@@ -190,6 +195,7 @@ impl CausalAttention {
         CausalAttention {
             qkv: SelfAttentionV2::new(rng, d_in, d_out, qkv_bias),
             dropout,
+            training: true,
             mask: CausalMask::new(context_length),
         }
     }
@@ -206,32 +212,52 @@ impl CausalAttention {
         Ok(softmax(&(mask_future(scores, &future) / d_k.sqrt()))) // (B, T, T)
     }
 
-    /// (B, T, d_in) -> (B, T, d_out). Dropout draws its mask from `rng`, after every weight was drawn, as
-    /// PyTorch's global generator does; with `dropout == 0` nothing is drawn.
+    /// (B, T, d_in) -> (B, T, d_out). While training, dropout draws its mask from `rng`, after every
+    /// weight was drawn, as PyTorch's global generator does; with `dropout == 0`, or at inference,
+    /// nothing is drawn.
     pub fn forward(&self, x: &ArrayView3<f32>, rng: &mut Generator) -> Result<Array3<f32>, Error> {
-        let weights = rng.dropout(&self.attn_weights(x)?, self.dropout); // (B, T, T)
+        let p = if self.training { self.dropout } else { 0.0 };
+        let weights = rng.dropout(&self.attn_weights(x)?, p); // (B, T, T)
         let values = project(&self.qkv.w_value, x); // (B, T, d_out)
         Ok(matmul(&weights.view(), &values.view())) // (B, T, d_out)
     }
 }
 // ANCHOR_END: causal_attention
 
-/// Prints the cells of §3.5 (#24–#33) in the book's order.
+// ANCHOR: eval
+impl CausalAttention {
+    /// `ca.eval()`: switches dropout off, for inference. Every weight then counts in full, and the
+    /// output no longer depends on a random mask.
+    pub fn eval(&mut self) {
+        self.training = false;
+    }
+
+    /// `ca.train()`: switches dropout back on.
+    pub fn train(&mut self) {
+        self.training = true;
+    }
+}
+// ANCHOR_END: eval
+
+/// Prints the cells of §3.5 (#24–#33) in the book's order, then dropout in training and at inference.
 pub fn run<W: Write>(out: &mut W, seeds: BookSeeds) -> Result<(), Error> {
     let attn_weights = applying_a_causal_mask(out, seeds)?;
     dropout_on_the_weights(out, seeds, &attn_weights)?;
-    compact_causal_attention(out, seeds)
+    compact_causal_attention(out, seeds)?;
+    dropout_at_inference(out, seeds)
 }
 
 /// §3.5.1, cells #24–#29: both masking methods on stage 2's seed-789 weights. Returns the causal weights.
 fn applying_a_causal_mask<W: Write>(out: &mut W, seeds: BookSeeds) -> Result<Array2<f32>, Error> {
     heading(out, "3.5.1 Applying a causal attention mask")?;
     let inputs = inputs(); // (T, C)
+    // ANCHOR: unmasked
     let mut rng = Generator::manual_seed(seeds.seed_789);
     let sa_v2 = SelfAttentionV2::new(&mut rng, inputs.ncols(), D_OUT, false);
     let attn_scores = sa_v2.scores(&inputs.view()); // (T, T)
     let d_k = sa_v2.w_key.weight.nrows() as f32;
     let attn_weights = softmax(&(&attn_scores / d_k.sqrt())); // (T, T)
+    // ANCHOR_END: unmasked
     cell(out, "#24", "attn_weights", &[print::tensor(&attn_weights)])?;
 
     // ANCHOR: mask_simple
@@ -338,5 +364,30 @@ fn compact_causal_attention<W: Write>(out: &mut W, seeds: BookSeeds) -> Result<(
             format!("context_vecs.shape: {}", print::size(context_vecs.shape())),
         ],
     )?;
+    Ok(())
+}
+
+/// After §3.5.3, not a cell of the book: the same `CausalAttention` with dropout 0.5, called twice while
+/// training (two masks, two outputs) and once after `eval()` (no mask: cell #33's output).
+fn dropout_at_inference<W: Write>(out: &mut W, seeds: BookSeeds) -> Result<(), Error> {
+    let batch = batch(); // (B, T, C)
+    // ANCHOR: dropout_at_inference
+    let mut rng = Generator::manual_seed(seeds.seed_123);
+    let (_, context_length, d_in) = batch.dim();
+    let mut ca = CausalAttention::new(&mut rng, d_in, D_OUT, context_length, 0.5, false);
+    let first = ca.forward(&batch.view(), &mut rng)?; // (B, T, d_out), one dropout mask
+    let second = ca.forward(&batch.view(), &mut rng)?; // another mask, another output
+    ca.eval();
+    let inference = ca.forward(&batch.view(), &mut rng)?; // no mask: every weight counts
+    // ANCHOR_END: dropout_at_inference
+    // As Python's print("First call:\n", context_vecs[0]) writes it.
+    let first_item = |y: &Array3<f32>| print::tensor(&y.index_axis(Axis(0), 0));
+    let printed = [
+        format!("Training, first call:\n {}", first_item(&first)),
+        format!("\nTraining, second call:\n {}", first_item(&second)),
+        format!("\nAfter ca.eval():\n {}", first_item(&inference)),
+    ];
+    let label = "ca(batch)[0] with dropout 0.5: twice in training, once after ca.eval()";
+    cell(out, "dropout at inference", label, &printed)?;
     Ok(())
 }

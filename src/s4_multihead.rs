@@ -179,10 +179,21 @@ fn context_vecs_lines(context_vecs: &Array3<f32>) -> [String; 2] {
 fn stacking_heads<W: Write>(out: &mut W, seeds: BookSeeds) -> Result<(), Error> {
     heading(out, "3.6.1 Stacking multiple single-head attention layers")?;
     let batch = batch(); // (B, T, C)
+    // ANCHOR: wrapper_usage
     let (_, context_length, d_in) = batch.dim();
     let mut rng = Generator::manual_seed(seeds.seed_123);
-    let mha = MultiHeadAttentionWrapper::new(&mut rng, d_in, D_OUT, context_length, 0.0, 2, false);
+    let num_heads = 2;
+    let mha = MultiHeadAttentionWrapper::new(
+        &mut rng,
+        d_in,
+        D_OUT,
+        context_length,
+        0.0,
+        num_heads,
+        false,
+    );
     let context_vecs = mha.forward(&batch.view(), &mut rng)?; // (B, T, H·d_out)
+    // ANCHOR_END: wrapper_usage
     cell(
         out,
         "#34",
@@ -199,10 +210,14 @@ fn weight_splits<W: Write>(out: &mut W, seeds: BookSeeds) -> Result<(), Error> {
         "3.6.2 Implementing multi-head attention with weight splits",
     )?;
     let batch = batch(); // (B, T, C)
+    // ANCHOR: multi_head_attention_usage
     let (_, context_length, d_in) = batch.dim();
     let mut rng = Generator::manual_seed(seeds.seed_123);
-    let mha = MultiHeadAttention::new(&mut rng, d_in, D_OUT, context_length, 0.0, 2, false)?;
+    let num_heads = 2;
+    let mha =
+        MultiHeadAttention::new(&mut rng, d_in, D_OUT, context_length, 0.0, num_heads, false)?;
     let context_vecs = mha.forward(&batch.view(), &mut rng)?; // (B, T, d_out)
+    // ANCHOR_END: multi_head_attention_usage
     cell(
         out,
         "#35",
@@ -250,11 +265,13 @@ fn exercise_3_2<W: Write>(out: &mut W, seeds: BookSeeds) -> Result<(), Error> {
         "Exercise 3.2 Returning two-dimensional embedding vectors",
     )?;
     let batch = batch(); // (B, T, C)
+    // ANCHOR: exercise_3_2
     let (_, context_length, d_in) = batch.dim();
     let mut rng = Generator::manual_seed(seeds.seed_123);
     let d_out = 1; // per head: two heads give D_OUT = 2 columns
     let mha = MultiHeadAttentionWrapper::new(&mut rng, d_in, d_out, context_length, 0.0, 2, false);
     let context_vecs = mha.forward(&batch.view(), &mut rng)?; // (B, T, 2)
+    // ANCHOR_END: exercise_3_2
     cell(
         out,
         "exercise 3.2",
@@ -270,13 +287,16 @@ fn exercise_3_3<W: Write>(out: &mut W, seeds: BookSeeds) -> Result<(), Error> {
         out,
         "Exercise 3.3 Initializing GPT-2 size attention modules",
     )?;
+    // ANCHOR: exercise_3_3
     let mut rng = Generator::manual_seed(seeds.seed_123);
     let mha = MultiHeadAttention::new(&mut rng, 768, 768, 1024, 0.0, 12, false)?;
+    let num_parameters = mha.num_parameters();
+    // ANCHOR_END: exercise_3_3
     cell(
         out,
         "exercise 3.3",
         "count_parameters(mha)",
-        &[mha.num_parameters().to_string()],
+        &[num_parameters.to_string()],
     )?;
     Ok(())
 }
