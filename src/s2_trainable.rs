@@ -6,10 +6,11 @@
 //! values. §3.4.1 walks through it for the query x⁽²⁾ with `torch.rand` weights at seed 123
 //! ([`WalkThrough`]); §3.4.2 packs it into [`SelfAttentionV1`] and then into [`SelfAttentionV2`],
 //! whose [`Linear`] layers draw their weights as `nn.Linear` does (at seed 789). Exercise 3.1 shows
-//! the two classes compute the same thing ([`SelfAttentionV1::from_v2`]).
+//! the two classes compute the same thing ([`SelfAttentionV1::from_v2`]). [`Scaling`] shows on
+//! random vectors why the scores are divided by √d_k, which the book explains in words.
 //!
-//! [`run`] prints the notebook's cells #16–#23 and the exercise as the book prints them. `--seed N`
-//! replaces both 123 and 789.
+//! [`run`] prints the notebook's cells #16–#23 and the exercise as the book prints them, with the
+//! √d_k example after cell #20. `--seed N` replaces both 123 and 789.
 
 use std::io::Write;
 
@@ -356,9 +357,9 @@ fn print_exercise_3_1<W: Write>(out: &mut W, seed: u64) -> std::io::Result<()> {
     cell(out, "exercise #5", "sa_v2(inputs)", &[print::tensor(&v2)])
 }
 
-/// Writes cells #16–#23 of the chapter and exercise 3.1 in order, as the book prints them. The
-/// `torch.rand` weights and the exercise use `seeds.seed_123`, `SelfAttention_v2` in #23 uses
-/// `seeds.seed_789`.
+/// Writes cells #16–#23 of the chapter and exercise 3.1 in order, as the book prints them, and the
+/// √d_k example after cell #20. The `torch.rand` weights, the √d_k example and the exercise use
+/// `seeds.seed_123`, `SelfAttention_v2` in #23 uses `seeds.seed_789`.
 pub fn run<W: Write>(out: &mut W, seeds: BookSeeds) -> Result<(), crate::Error> {
     print_3_4_1(out, seeds.seed_123)?;
     print_3_4_2(out, seeds)?;

@@ -12,6 +12,8 @@
 //!    are scaled by `1/(1−p)`, so a row's expected sum is unchanged.
 //! 3. §3.5.3 packs it all into [`CausalAttention`], which takes a batch `(B, T, C)` and slices a
 //!    mask built once for `context_length` tokens down to the `T` tokens it is given.
+//! 4. Dropout is for training only: [`CausalAttention::eval`] switches it off for inference, as
+//!    PyTorch's `model.eval()` does. The book says so in words; [`run`] shows it after cell #33.
 //!
 //! The dropout masks come from [`Generator::dropout`], PyTorch's default CPU path, so the two
 //! dropout cells print the book's masks. PyTorch 2.4 and older on Linux x86-64 with an Intel CPU
