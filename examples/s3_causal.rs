@@ -8,7 +8,8 @@ use attention_from_scratch::s3_causal;
 fn main() -> ExitCode {
     let seeds = SeedArgs::parse_for(
         "s3_causal",
-        "Prints the cells of §3.5: causal masking, dropout and the CausalAttention class.",
+        "Prints the cells of §3.5: causal masking, dropout and the CausalAttention class, then \
+         dropout in training and at inference.",
     );
     exit_code(s3_causal::run(&mut std::io::stdout().lock(), seeds))
 }

@@ -1,9 +1,10 @@
-//! The book's pictures, drawn from the stages' own numbers: `cargo run --release --example book_figures`
-//! writes them to `book/src/img/`, and the tests check that the committed files are what this code draws.
+//! The book's pictures, drawn from the stages' own numbers:
+//! `cargo run --release --example book_figures` writes them to `book/src/img/`, and the tests check
+//! that the committed files are what this code draws.
 
-use ndarray::{ArrayView2, Axis};
+use ndarray::Axis;
 
-use crate::plot::{self, Series};
+use crate::plot::{self, Panel, Series};
 use crate::rng::torch::Generator;
 use crate::s1_simple::{TOKENS, inputs, simple_attention};
 use crate::s2_trainable::D_OUT;
@@ -22,56 +23,63 @@ fn future(i: usize, j: usize) -> bool {
     j > i
 }
 
-fn heatmap(file: &str, title: &str, weights: &ArrayView2<f32>, causal: bool) -> Figure {
+/// A figure of one or more heat maps on one colour scale, greyed above the diagonal when `causal`.
+fn heatmaps(file: &str, title: &str, panels: &[Panel], causal: bool) -> Figure {
     let masked: Option<&dyn Fn(usize, usize) -> bool> = if causal { Some(&future) } else { None };
     Figure {
         file: file.into(),
-        svg: plot::heatmap(title, weights, &TOKENS, masked),
+        svg: plot::heatmaps(title, panels, &TOKENS, masked),
     }
 }
 
-/// The pictures of stages 1, 3 and 4, at the book's seeds. They draw no training, so they are quick.
+/// The pictures of stages 1, 3 and 4, at the book's seeds. They draw no training, so they are
+/// quick.
 pub fn attention_figures() -> Result<Vec<Figure>, Error> {
     let seeds = BookSeeds::default();
     let (_, weights, _) = simple_attention(&inputs().view()); // (T, T)
-    let mut figures = vec![heatmap(
+    let whole = |weights| [Panel { title: "", weights }];
+    let mut figures = vec![heatmaps(
         "s1_simple_weights.svg",
-        "Stage 1: attention weights",
-        &weights.view(),
+        "Stage 1: the weights of simple_attention",
+        &whole(weights.view()),
         false,
     )];
 
-    // A CausalAttention drawn at seed 789 has SelfAttention_v2's weights, so these are cell #29's.
+    // A CausalAttention drawn at seed 789 has SelfAttention_v2's weights, so these are the weights
+    // the stage-3 chapter masks.
     let batch = batch(); // (B, T, C)
     let (_, context_length, d_in) = batch.dim();
     let mut rng = Generator::manual_seed(seeds.seed_789);
     let ca = CausalAttention::new(&mut rng, d_in, D_OUT, context_length, 0.0, false);
     let weights = ca.attn_weights(&batch.view())?; // (B, T, T)
-    let title = "Stage 3: causal attention weights (cell #29)";
-    figures.push(heatmap(
+    figures.push(heatmaps(
         "s3_causal_weights.svg",
-        title,
-        &weights.index_axis(Axis(0), 0),
+        "Stage 3: CausalAttention::attn_weights at seed 789",
+        &whole(weights.index_axis(Axis(0), 0)),
         true,
     ));
 
     let mut rng = Generator::manual_seed(seeds.seed_123);
     let mha = MultiHeadAttention::new(&mut rng, d_in, D_OUT, context_length, 0.0, 2, false)?;
     let weights = mha.attn_weights(&batch.view())?; // (B, H, T, T)
-    for (h, head) in weights.index_axis(Axis(0), 0).outer_iter().enumerate() {
-        let title = format!("Stage 4: MultiHeadAttention, head {h} (cell #35)");
-        figures.push(heatmap(
-            &format!("s4_multihead_head{h}.svg"),
-            &title,
-            &head,
-            true,
-        ));
-    }
+    let first_item = weights.index_axis(Axis(0), 0); // (H, T, T)
+    let titles = ["head 0", "head 1"];
+    let panels: Vec<Panel> = first_item
+        .outer_iter()
+        .zip(titles)
+        .map(|(weights, title)| Panel { title, weights })
+        .collect();
+    figures.push(heatmaps(
+        "s4_multihead_heads.svg",
+        "Stage 4: MultiHeadAttention::attn_weights at seed 123",
+        &panels,
+        true,
+    ));
     Ok(figures)
 }
 
-/// Every `window`-step mean of `losses`, one point per window: the curve a reader can see through the
-/// step-to-step noise of batches of 4.
+/// Every `window`-step mean of `losses`, one point per window: the curve a reader can see through
+/// the step-to-step noise of batches of 4.
 fn smoothed(losses: &[f32], window: usize) -> Vec<(f64, f64)> {
     losses
         .chunks(window)
@@ -83,8 +91,8 @@ fn smoothed(losses: &[f32], window: usize) -> Vec<(f64, f64)> {
         .collect()
 }
 
-/// Stage 5's loss curve: the training loss of every step, averaged over windows of 200 steps, and the test
-/// loss after training, when there is one, as a level line.
+/// Stage 5's loss curve: the training loss of every step, averaged over windows of 200 steps, and
+/// the test loss after training, when there is one, as a level line.
 pub fn loss_curve(losses: &[f32], test_loss: Option<f64>) -> Figure {
     let mut series = vec![Series {
         name: "train loss (200-step mean)",
@@ -157,9 +165,11 @@ mod tests {
     #[test]
     fn causal_figures_hide_the_future() {
         let figures = attention_figures().unwrap();
-        assert_eq!(figures.len(), 4);
-        // 15 of the 36 cells lie above the diagonal.
-        assert_eq!(figures[1].svg.matches("#e0e0e0").count(), 15);
-        assert_eq!(figures[0].svg.matches("#e0e0e0").count(), 0);
+        assert_eq!(figures.len(), 3);
+        let masked_cells = |svg: &str| svg.matches("fill=\"#e4e4e4\" stroke=\"white\"").count();
+        // 15 of the 36 cells lie above the diagonal, in each of stage 4's two heads too.
+        assert_eq!(masked_cells(&figures[0].svg), 0);
+        assert_eq!(masked_cells(&figures[1].svg), 15);
+        assert_eq!(masked_cells(&figures[2].svg), 30);
     }
 }

@@ -1,28 +1,62 @@
 //! The book's pictures as SVG: attention heat maps and the stage-5 loss curve.
 //!
-//! The SVG is written as text, element by element, with every coordinate rounded to one decimal. That keeps
-//! the files byte-stable, so a test can check that the committed pictures are what the code draws now, and
-//! it needs no fonts or native libraries at build time: the browser lays out the labels.
+//! The SVG is written as text, element by element, with every coordinate rounded to one decimal.
+//! That keeps the files byte-stable, so a test can check that the committed pictures are what the
+//! code draws now, and it needs no fonts or native libraries at build time: the browser lays out
+//! the labels.
 
 use std::fmt::Write;
 
 use ndarray::ArrayView2;
 
 /// Side of one heat-map cell, in pixels.
-const CELL: f64 = 56.0;
-/// Room for the row labels on the left and the column labels on top.
-const LABEL_ROOM: f64 = 90.0;
+const CELL: f64 = 52.0;
+/// Room for the row labels on the left of a heat map.
+const ROW_LABELS: f64 = 72.0;
+/// Room above a heat map's cells: the figure's title, the panel's title and the slanted column
+/// labels.
+const TOP: f64 = 128.0;
+/// Room below the cells, for the line that says what rows and columns are.
+const BOTTOM: f64 = 40.0;
+/// Space between two panels.
+const GAP: f64 = 24.0;
+/// Room on the right for the colour scale and its labels.
+const LEGEND: f64 = 96.0;
+/// The fill of a cell the causal mask removed.
+const MASKED: &str = "#e4e4e4";
 
-/// A colour between white (0) and deep blue (1), for weights in [0, 1].
-fn blue(t: f32) -> String {
-    let t = f64::from(t.clamp(0.0, 1.0));
-    let channel = |from: f64, to: f64| (from + (to - from) * t).round() as u8;
+/// ColorBrewer's "Blues", from white to deep blue: the stops of the heat maps' colour scale.
+const BLUES: [(u8, u8, u8); 5] = [
+    (247, 251, 255),
+    (198, 219, 239),
+    (107, 174, 214),
+    (33, 113, 181),
+    (8, 48, 107),
+];
+
+/// The colour of `t` in [0, 1] on the [`BLUES`] scale: 0 white, 1 deep blue.
+fn blue(t: f64) -> String {
+    let t = t.clamp(0.0, 1.0) * (BLUES.len() - 1) as f64;
+    let k = (t.floor() as usize).min(BLUES.len() - 2);
+    let f = t - k as f64;
+    let (a, b) = (BLUES[k], BLUES[k + 1]);
+    let mix = |x: u8, y: u8| (f64::from(x) + (f64::from(y) - f64::from(x)) * f).round() as u8;
     format!(
         "#{:02x}{:02x}{:02x}",
-        channel(247.0, 8.0),
-        channel(251.0, 48.0),
-        channel(255.0, 107.0)
+        mix(a.0, b.0),
+        mix(a.1, b.1),
+        mix(a.2, b.2)
     )
+}
+
+/// The top of the colour scale: the largest weight shown, rounded up to the next label of the scale
+/// (see [`scale_step`]), so that the darkest blue is about the largest weight and small differences
+/// between weights still show.
+fn scale_top<'a>(weights: impl Iterator<Item = &'a f32>) -> f64 {
+    let max = weights.fold(0.0f64, |m, &w| m.max(f64::from(w)));
+    let round_up = |x: f64, step: f64| ((x / step - 1e-9).ceil() * step).max(step);
+    let top = round_up(max, 0.05);
+    round_up(top, scale_step(top))
 }
 
 /// The opening tag, a white background and the title centred on top.
@@ -44,71 +78,193 @@ fn escape(text: &str) -> String {
         .replace('>', "&gt;")
 }
 
-/// A heat map of attention weights `(T, T)`: row `i` is the query, column `j` the key, and each cell shows
-/// its weight. A cell the causal mask removed (`-inf` before softmax, so weight 0) is drawn grey.
+/// One panel of a [`heatmaps`] figure: its title and its `(T, T)` attention weights.
+pub struct Panel<'a> {
+    pub title: &'a str,
+    pub weights: ArrayView2<'a, f32>,
+}
+
+/// A heat map of attention weights `(T, T)`: row `i` is the query, column `j` the key, and each
+/// cell shows its weight, darker for more. A cell the causal mask removed (`-inf` before softmax,
+/// so weight 0) is grey.
 pub fn heatmap(
     title: &str,
     weights: &ArrayView2<f32>,
     tokens: &[&str],
     masked: Option<&dyn Fn(usize, usize) -> bool>,
 ) -> String {
-    let (rows, cols) = weights.dim();
-    assert_eq!(
-        (rows, cols),
-        (tokens.len(), tokens.len()),
-        "one token label per row and column"
-    );
-    let width = LABEL_ROOM + CELL * cols as f64 + 20.0;
-    let height = LABEL_ROOM + 30.0 + CELL * rows as f64 + 20.0;
-    let top = LABEL_ROOM + 30.0;
+    let panel = Panel {
+        title: "",
+        weights: weights.view(),
+    };
+    heatmaps(title, &[panel], tokens, masked)
+}
+
+/// Heat maps side by side, on one colour scale, with the scale drawn on the right as a bar. Each
+/// cell is filled by its weight and also prints it, two decimals, in white on the darker half of
+/// the scale.
+pub fn heatmaps(
+    title: &str,
+    panels: &[Panel],
+    tokens: &[&str],
+    masked: Option<&dyn Fn(usize, usize) -> bool>,
+) -> String {
+    let n = tokens.len();
+    for panel in panels {
+        assert_eq!(
+            panel.weights.dim(),
+            (n, n),
+            "one token label per row and column"
+        );
+    }
+    let is_masked = |i: usize, j: usize| masked.is_some_and(|m| m(i, j));
+    let shown = panels.iter().flat_map(|p| {
+        p.weights
+            .indexed_iter()
+            .filter(|&((i, j), _)| !is_masked(i, j))
+            .map(|(_, w)| w)
+    });
+    let top_of_scale = scale_top(shown);
+    let panel_width = ROW_LABELS + CELL * n as f64;
+    let grid_right = panels.len() as f64 * (panel_width + GAP) - GAP;
+    let width = grid_right + LEGEND;
+    let height = TOP + CELL * n as f64 + BOTTOM;
     let mut svg = open_svg(width, height, title);
-    for (j, token) in tokens.iter().enumerate() {
-        let x = LABEL_ROOM + CELL * (j as f64 + 0.5);
+    for (k, panel) in panels.iter().enumerate() {
+        let left = k as f64 * (panel_width + GAP) + ROW_LABELS;
+        draw_panel(&mut svg, panel, tokens, left, top_of_scale, &is_masked);
+    }
+    let _ = writeln!(
+        svg,
+        "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" font-size=\"12\" fill=\"#555\">\
+         row: the query token · column: the key token it attends to</text>",
+        grid_right / 2.0,
+        height - 14.0
+    );
+    draw_scale(
+        &mut svg,
+        grid_right + 22.0,
+        top_of_scale,
+        n,
+        masked.is_some(),
+    );
+    svg.push_str("</svg>\n");
+    svg
+}
+
+/// One panel's title, token labels and cells, its cells starting at `left`.
+fn draw_panel(
+    svg: &mut String,
+    panel: &Panel,
+    tokens: &[&str],
+    left: f64,
+    top_of_scale: f64,
+    is_masked: &dyn Fn(usize, usize) -> bool,
+) {
+    let n = tokens.len();
+    if !panel.title.is_empty() {
         let _ = writeln!(
             svg,
-            "<text x=\"{x:.1}\" y=\"{:.1}\" transform=\"rotate(-45 {x:.1} {:.1})\">{}</text>",
-            top - 8.0,
-            top - 8.0,
+            "<text x=\"{:.1}\" y=\"44\" text-anchor=\"middle\" font-weight=\"bold\">{}</text>",
+            left + CELL * n as f64 / 2.0,
+            escape(panel.title)
+        );
+    }
+    for (j, token) in tokens.iter().enumerate() {
+        let x = left + CELL * (j as f64 + 0.5);
+        let y = TOP - 8.0;
+        let _ = writeln!(
+            svg,
+            "<text x=\"{x:.1}\" y=\"{y:.1}\" transform=\"rotate(-45 {x:.1} {y:.1})\">{}</text>",
             escape(token)
         );
     }
     for (i, token) in tokens.iter().enumerate() {
-        let y = top + CELL * i as f64;
+        let y = TOP + CELL * i as f64;
         let _ = writeln!(
             svg,
             "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
-            LABEL_ROOM - 8.0,
+            left - 8.0,
             y + CELL / 2.0 + 4.0,
             escape(token)
         );
-        for j in 0..cols {
-            let x = LABEL_ROOM + CELL * j as f64;
-            let w = weights[(i, j)];
-            let is_masked = masked.is_some_and(|m| m(i, j));
-            let fill = if is_masked {
-                "#e0e0e0".to_string()
-            } else {
-                blue(w)
-            };
-            let ink = if !is_masked && w > 0.5 {
-                "white"
-            } else {
-                "black"
-            };
+        for j in 0..n {
+            let x = left + CELL * j as f64;
+            let cell =
+                format!("<rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{CELL:.1}\" height=\"{CELL:.1}\"");
+            if is_masked(i, j) {
+                let _ = writeln!(svg, "{cell} fill=\"{MASKED}\" stroke=\"white\"/>");
+                continue;
+            }
+            let w = panel.weights[(i, j)];
+            let t = f64::from(w) / top_of_scale;
+            let ink = if t > 0.55 { "white" } else { "black" };
+            let _ = writeln!(svg, "{cell} fill=\"{}\" stroke=\"white\"/>", blue(t));
             let _ = writeln!(
                 svg,
-                "<rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{CELL:.1}\" height=\"{CELL:.1}\" fill=\"{fill}\" stroke=\"white\"/>"
-            );
-            let _ = writeln!(
-                svg,
-                "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" font-size=\"11\" fill=\"{ink}\">{w:.2}</text>",
+                "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" fill=\"{ink}\">{w:.2}</text>",
                 x + CELL / 2.0,
-                y + CELL / 2.0 + 4.0
+                y + CELL / 2.0 + 5.0
             );
         }
     }
-    svg.push_str("</svg>\n");
-    svg
+}
+
+/// The distance between two labels of the colour scale: 0.05, 0.1 or 0.25, whichever gives at most
+/// six labels after 0.
+fn scale_step(top_of_scale: f64) -> f64 {
+    [0.05, 0.1, 0.25]
+        .into_iter()
+        .find(|step| top_of_scale / step <= 6.0 + 1e-9)
+        .unwrap_or(0.25)
+}
+
+/// The colour scale: a bar from 0 at the bottom to `top_of_scale` at the top, as tall as `n` cells,
+/// labelled at every [`scale_step`], and a grey swatch for masked cells when there are any.
+fn draw_scale(svg: &mut String, left: f64, top_of_scale: f64, n: usize, masked: bool) {
+    let (bar_width, bar_height) = (16.0, CELL * n as f64);
+    svg.push_str("<defs><linearGradient id=\"scale\" x1=\"0\" y1=\"1\" x2=\"0\" y2=\"0\">\n");
+    for k in 0..BLUES.len() {
+        let t = k as f64 / (BLUES.len() - 1) as f64;
+        let _ = writeln!(svg, "<stop offset=\"{t:.2}\" stop-color=\"{}\"/>", blue(t));
+    }
+    svg.push_str("</linearGradient></defs>\n");
+    let _ = writeln!(
+        svg,
+        "<rect x=\"{left:.1}\" y=\"{TOP:.1}\" width=\"{bar_width:.1}\" height=\"{bar_height:.1}\" \
+         fill=\"url(#scale)\" stroke=\"#999\"/>"
+    );
+    let _ = writeln!(
+        svg,
+        "<text x=\"{left:.1}\" y=\"{:.1}\" font-size=\"12\">weight</text>",
+        TOP - 10.0
+    );
+    let step = scale_step(top_of_scale);
+    let ticks = (top_of_scale / step).round() as u32;
+    for k in 0..=ticks {
+        let value = step * f64::from(k);
+        let y = TOP + bar_height * (1.0 - value / top_of_scale);
+        let _ = writeln!(
+            svg,
+            "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"12\">{value:.2}</text>",
+            left + bar_width + 6.0,
+            y + 4.0
+        );
+    }
+    if masked {
+        let y = TOP + bar_height + 12.0;
+        let _ = writeln!(
+            svg,
+            "<rect x=\"{left:.1}\" y=\"{y:.1}\" width=\"{bar_width:.1}\" height=\"{bar_width:.1}\" \
+             fill=\"{MASKED}\" stroke=\"#999\"/>"
+        );
+        let _ = writeln!(
+            svg,
+            "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"12\">masked</text>",
+            left + bar_width + 6.0,
+            y + 12.0
+        );
+    }
 }
 
 /// One line of a [`line_chart`].
@@ -221,9 +377,50 @@ mod tests {
         let w = ndarray::arr2(&[[1.0f32, 0.0], [0.4, 0.6]]);
         let causal = |i: usize, j: usize| j > i;
         let svg = heatmap("t", &w.view(), &["a", "b"], Some(&causal));
-        assert_eq!(svg.matches("<rect x=").count(), 4);
-        assert_eq!(svg.matches("#e0e0e0").count(), 1);
+        // Four cells, the scale's bar and the swatch for masked cells.
+        assert_eq!(svg.matches("<rect x=").count(), 4 + 2);
+        assert_eq!(svg.matches(MASKED).count(), 1 + 1);
         assert!(svg.contains(">0.60</text>"));
+        let zeros = svg.matches(">0.00</text>").count();
+        assert_eq!(
+            zeros, 1,
+            "only the scale says 0.00: a masked cell prints no weight"
+        );
+    }
+
+    #[test]
+    fn the_darkest_blue_is_the_largest_weight() {
+        assert_eq!(blue(0.0), "#f7fbff");
+        assert_eq!(blue(1.0), "#08306b");
+        assert_eq!(blue(0.5), "#6baed6");
+        let w = ndarray::arr2(&[[0.24f32, 0.09], [0.1, 0.2]]);
+        assert_eq!(scale_top(w.iter()), 0.25);
+        assert_eq!(scale_top([1.0f32].iter()), 1.0);
+        assert_eq!(scale_top([0.33f32].iter()), 0.4);
+        assert_eq!(scale_step(0.25), 0.05);
+        let svg = heatmap("t", &w.view(), &["a", "b"], None);
+        assert!(svg.contains(">0.25</text>"), "the scale's top label");
+        assert!(!svg.contains(MASKED), "no mask, no swatch");
+    }
+
+    #[test]
+    fn panels_share_one_scale() {
+        let a = ndarray::arr2(&[[1.0f32, 0.0], [0.5, 0.5]]);
+        let b = ndarray::arr2(&[[1.0f32, 0.0], [0.2, 0.8]]);
+        let panels = [
+            Panel {
+                title: "head 0",
+                weights: a.view(),
+            },
+            Panel {
+                title: "head 1",
+                weights: b.view(),
+            },
+        ];
+        let svg = heatmaps("t", &panels, &["a", "b"], None);
+        assert_eq!(svg.matches("url(#scale)").count(), 1);
+        assert!(svg.contains(">head 0</text>") && svg.contains(">head 1</text>"));
+        assert_eq!(svg.matches(&format!("fill=\"{}\"", blue(1.0))).count(), 2);
     }
 
     #[test]

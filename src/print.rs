@@ -1,10 +1,11 @@
-//! PyTorch-style printing, so each line a stage prints can be compared with the book's, and the section
-//! headings and notebook cells every stage of chapter 3 prints.
+//! PyTorch-style printing, so each line a stage prints can be compared with the book's, and the
+//! section headings and notebook cells every stage of chapter 3 prints.
 //!
-//! This follows `torch/_tensor_str.py` for the cases the book shows: four decimals, every element padded to
-//! the widest one, nested brackets with one blank line per level between blocks, `1.` when every finite
-//! value is a whole number, scientific notation when the magnitudes span more than a factor of 1000, and
-//! lines wrapped at 80 characters. The `grad_fn=<…>` suffixes are left out.
+//! This follows `torch/_tensor_str.py` for the cases the book shows: four decimals, every element
+//! padded to the widest one, nested brackets with one blank line per level between blocks, `1.`
+//! when every finite value is a whole number, scientific notation when the magnitudes span more
+//! than a factor of 1000, and lines wrapped at 80 characters. The `grad_fn=<…>` suffixes are left
+//! out.
 
 use std::io::Write;
 
@@ -35,8 +36,9 @@ struct Formatter {
 }
 
 impl Formatter {
-    /// Chooses the style and the column width from the finite non-zero values, as `_Formatter.__init__`
-    /// does: zeros and infinities neither pick the style nor widen the columns.
+    /// Chooses the style and the column width from the finite non-zero values, as
+    /// `_Formatter.__init__` does: zeros and infinities neither pick the style nor widen the
+    /// columns.
     fn new<'a>(values: impl Iterator<Item = &'a f32>) -> Self {
         let nonzero_finite: Vec<f32> = values
             .filter(|v| v.is_finite() && **v != 0.0)
@@ -98,8 +100,8 @@ fn python_exponent(rust: &str) -> String {
     format!("{mantissa}e{sign}{digits:0>2}")
 }
 
-/// A tensor as PyTorch's `print` shows it: `tensor([[0.4300, 0.1500], ...])`, or `tensor(0.9544)` for a
-/// 0-dimensional one.
+/// A tensor as PyTorch's `print` shows it: `tensor([[0.4300, 0.1500], ...])`, or `tensor(0.9544)`
+/// for a 0-dimensional one.
 pub fn tensor<S, D>(a: &ArrayBase<S, D>) -> String
 where
     S: Data<Elem = f32>,
@@ -121,13 +123,15 @@ pub fn size(shape: &[usize]) -> String {
     format!("torch.Size([{}])", dims.join(", "))
 }
 
-/// The bracketed body at `indent` columns, recursing over the first axis (`_tensor_str_with_formatter`).
+/// The bracketed body at `indent` columns, recursing over the first axis
+/// (`_tensor_str_with_formatter`).
 fn nested(a: &ArrayViewD<f32>, formatter: &Formatter, indent: usize) -> String {
     match a.ndim() {
         0 => formatter.format(*a.first().expect("a 0-d array holds one value")),
         1 => vector(a, formatter, indent),
         ndim => {
-            // Blocks of a 3-D tensor are separated by one blank line, of a 4-D one by two, and so on.
+            // Blocks of a 3-D tensor are separated by one blank line, of a 4-D one by two, and so
+            // on.
             let separator = format!(",{}{}", "\n".repeat(ndim - 1), " ".repeat(indent + 1));
             let blocks: Vec<String> = a
                 .axis_iter(Axis(0))
@@ -158,8 +162,9 @@ pub fn python_float(v: f64) -> String {
     format!("{v:?}")
 }
 
-/// Writes a section heading, `## 3.3.1 A simple self-attention mechanism without trainable weights`, and a
-/// blank line. Every stage of chapter 3 prints its sections this way.
+/// Writes a section heading,
+/// `## 3.3.1 A simple self-attention mechanism without trainable weights`, and a blank line. Every
+/// stage of chapter 3 prints its sections this way.
 pub fn heading<W: Write>(out: &mut W, section: &str) -> std::io::Result<()> {
     writeln!(out, "## {section}\n")
 }

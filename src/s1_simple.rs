@@ -1,10 +1,11 @@
 //! Stage 1: §3.3 of the book, "Attending to different parts of the input with self-attention".
 //!
-//! §3.3.1 builds one context vector, z⁽²⁾, for the second token "journey" in three steps, each first as a
-//! loop: the scores ω (dot products with the query), the weights α (the scores normalised to sum to 1, by
-//! the sum and then by softmax), and the context vector (the inputs weighted by α). §3.3.2 does the same for
-//! every token at once, and shows that the loops are matrix products. Nothing here is trained and nothing is
-//! random, so `--seed` changes nothing in this stage.
+//! §3.3.1 builds one context vector, z⁽²⁾, for the second token "journey" in three steps, each
+//! first as a loop: the scores ω (dot products with the query), the weights α (the scores
+//! normalised to sum to 1, by the sum and then by softmax), and the context vector (the inputs
+//! weighted by α). §3.3.2 does the same for every token at once, and shows that the loops are
+//! matrix products. Nothing here is trained and nothing is random, so `--seed` changes nothing in
+//! this stage.
 //!
 //! [`run`] prints the notebook's cells #2–#13 as the book prints them.
 
@@ -18,8 +19,8 @@ use crate::print::{self, cell, heading, python_float};
 pub const TOKENS: [&str; 6] = ["Your", "journey", "starts", "with", "one", "step"];
 
 // ANCHOR: inputs
-/// One 3-dimensional embedding per token of "Your journey starts with one step", as chapter 2 would have
-/// produced them (the book picks small numbers so that each vector fits on a line).
+/// One 3-dimensional embedding per token of "Your journey starts with one step", as chapter 2 would
+/// have produced them (the book picks small numbers so that each vector fits on a line).
 pub const INPUTS: [[f32; 3]; 6] = [
     [0.43, 0.15, 0.89], // Your     (x^1)
     [0.55, 0.87, 0.66], // journey  (x^2)
@@ -63,17 +64,17 @@ pub fn dot_loop(a: &ArrayView1<f32>, b: &ArrayView1<f32>) -> f32 {
 // ANCHOR_END: dot_loop
 
 // ANCHOR: torch_sum
-/// `x.sum()` (or `x.sum(dim=-1)` on one row) in the order PyTorch's CPU kernel adds, for rows shorter
-/// than 8.
+/// `x.sum()` (or `x.sum(dim=-1)` on one row) in the order PyTorch's CPU kernel adds, for rows
+/// shorter than 8.
 ///
-/// The order decides the last bit, and the last bit decides how torch prints a sum: `tensor(1.)` when it is
-/// exactly 1 and `tensor(1.0000)` otherwise. Summed left to right, the naive softmax weights of cell #5 give
-/// 1.0000001, but the book prints `Sum: tensor(1.)`. PyTorch's `cascade_sum` (ATen
-/// `native/cpu/SumKernel.cpp`) takes its scalar path for a row shorter than one vector register (8 floats
-/// with AVX2 or NEON, 16 with AVX-512): `row_sum` reads the row as rows of 4 and keeps four running sums,
-/// adds the leftover elements to the first, and then adds the other three to it. For six values that is
-/// `((((x0 + x4) + x5) + x1) + x2) + x3`, all in f32, which gives 1.0 for cell #5 and still 1.0000001 for
-/// cell #4.
+/// The order decides the last bit, and the last bit decides how torch prints a sum: `tensor(1.)`
+/// when it is exactly 1 and `tensor(1.0000)` otherwise. Summed left to right, the weights of
+/// [`softmax_naive`] give 1.0000001, but the book prints `Sum: tensor(1.)`. PyTorch's
+/// `cascade_sum` (ATen `native/cpu/SumKernel.cpp`) takes its scalar path for a row shorter than one
+/// vector register (8 floats with AVX2 or NEON, 16 with AVX-512): `row_sum` reads the row as rows
+/// of 4 and keeps four running sums, adds the leftover elements to the first, and then adds the
+/// other three to it. For six values that is `((((x0 + x4) + x5) + x1) + x2) + x3`, all in f32,
+/// which gives 1.0 for [`softmax_naive`] and still 1.0000001 for [`normalize_by_sum`].
 pub fn torch_sum(row: &ArrayView1<f32>) -> f32 {
     assert!(
         row.len() < 8,
@@ -91,11 +92,6 @@ pub fn torch_sum(row: &ArrayView1<f32>) -> f32 {
 }
 // ANCHOR_END: torch_sum
 
-/// `x.sum(dim=-1)` of a matrix: one [`torch_sum`] per row, (T, T) -> (T).
-pub fn torch_row_sums(x: &ArrayView2<f32>) -> Array1<f32> {
-    x.rows().into_iter().map(|row| torch_sum(&row)).collect()
-}
-
 // ANCHOR: normalize_by_sum
 /// Step 2, first try: divide the scores by their sum, so the weights add up to 1.
 pub fn normalize_by_sum(attn_scores: &ArrayView1<f32>) -> Array1<f32> {
@@ -104,8 +100,8 @@ pub fn normalize_by_sum(attn_scores: &ArrayView1<f32>) -> Array1<f32> {
 // ANCHOR_END: normalize_by_sum
 
 // ANCHOR: softmax_naive
-/// Softmax as the formula reads, exp(xᵢ) / Σⱼ exp(xⱼ). A score of 89 already overflows f32's `exp`, which
-/// is why [`softmax`] subtracts the maximum first.
+/// Softmax as the formula reads, exp(xᵢ) / Σⱼ exp(xⱼ). A score of 89 already overflows f32's `exp`,
+/// which is why [`softmax`] subtracts the maximum first.
 pub fn softmax_naive(x: &ArrayView1<f32>) -> Array1<f32> {
     let exp = x.mapv(libm::expf);
     let sum = torch_sum(&exp.view());
@@ -117,9 +113,9 @@ pub fn softmax_naive(x: &ArrayView1<f32>) -> Array1<f32> {
 /// Softmax over the last axis, with the row maximum subtracted first so that `exp` cannot overflow
 /// (what `torch.softmax(x, dim=-1)` computes).
 ///
-/// The result is the same as [`softmax_naive`]'s, because exp(xᵢ − m) / Σⱼ exp(xⱼ − m) cancels the e⁻ᵐ.
-/// PyTorch adds each row's exponentials left to right inside softmax (for rows shorter than a vector
-/// register), which is also what `row.sum()` does here.
+/// The result is the same as [`softmax_naive`]'s, because exp(xᵢ − m) / Σⱼ exp(xⱼ − m) cancels the
+/// e⁻ᵐ. PyTorch adds each row's exponentials left to right inside softmax (for rows shorter than a
+/// vector register), which is also what `row.sum()` does here.
 pub fn softmax<D: Dimension>(x: &Array<f32, D>) -> Array<f32, D> {
     let last = Axis(x.ndim() - 1);
     let mut out = x.clone();
@@ -159,12 +155,12 @@ pub fn attn_scores_loops(inputs: &ArrayView2<f32>) -> Array2<f32> {
 // ANCHOR_END: all_scores_loop
 
 // ANCHOR: matrix_form
-/// All three steps for every token as matrix products: `inputs @ inputs.T`, a softmax over each row, and
-/// `attn_weights @ inputs`. Returns (scores, weights, context vectors).
+/// All three steps for every token as matrix products: `inputs @ inputs.T`, a softmax over each
+/// row, and `attn_weights @ inputs`. Returns (scores, weights, context vectors).
 ///
-/// The product adds the same three terms as [`attn_scores_loops`], but a matrix-product kernel may fuse each
-/// multiply into its add, so a few scores differ from the loops' in the last bit. Both print the same four
-/// decimals, in the book as here.
+/// The product adds the same three terms as [`attn_scores_loops`], but a matrix-product kernel may
+/// fuse each multiply into its add, so a few scores differ from the loops' in the last bit. Both
+/// print the same four decimals, in the book as here.
 pub fn simple_attention(inputs: &ArrayView2<f32>) -> (Array2<f32>, Array2<f32>, Array2<f32>) {
     let attn_scores = inputs.dot(&inputs.t()); // (T, T)
     let attn_weights = softmax(&attn_scores); // (T, T)
@@ -173,17 +169,23 @@ pub fn simple_attention(inputs: &ArrayView2<f32>) -> (Array2<f32>, Array2<f32>, 
 }
 // ANCHOR_END: matrix_form
 
-/// Cell #11's `row_2_sum`: the book adds the row as it printed it, `sum([0.1385, 0.2379, ...])`, so this
+// ANCHOR: row_sums
+/// `attn_weights.sum(dim=-1)`: one [`torch_sum`] per row, (T, T) -> (T).
+pub fn torch_row_sums(x: &ArrayView2<f32>) -> Array1<f32> {
+    x.rows().into_iter().map(|row| torch_sum(&row)).collect()
+}
+
+/// The book's `row_2_sum`: it adds the row as it printed it, `sum([0.1385, 0.2379, ...])`, so this
 /// rounds each weight to the four printed decimals and adds them as Python floats (f64).
 pub fn printed_row_sum(row: &ArrayView1<f32>) -> f64 {
-    row.iter()
-        .map(|w| {
-            format!("{w:.4}")
-                .parse::<f64>()
-                .expect("a formatted f32 parses")
-        })
-        .fold(0.0, |sum, w| sum + w)
+    let printed = |w: &f32| {
+        format!("{w:.4}")
+            .parse::<f64>()
+            .expect("a formatted f32 parses")
+    };
+    row.iter().map(printed).fold(0.0, |sum, w| sum + w)
 }
+// ANCHOR_END: row_sums
 
 /// §3.3.1: scores, weights and the context vector of the query "journey", x⁽²⁾.
 fn print_3_3_1<W: Write>(out: &mut W, inputs: &ArrayView2<f32>) -> std::io::Result<Array1<f32>> {
@@ -276,8 +278,8 @@ fn print_3_3_2<W: Write>(
     Ok(())
 }
 
-/// Writes cells #2–#13 of the chapter in order, as the book prints them. Stage 1 draws no random numbers,
-/// so `seeds` is unused; it is taken so that every stage runs the same way.
+/// Writes cells #2–#13 of the chapter in order, as the book prints them. Stage 1 draws no random
+/// numbers, so `seeds` is unused; it is taken so that every stage runs the same way.
 pub fn run<W: Write>(out: &mut W, _seeds: crate::BookSeeds) -> Result<(), crate::Error> {
     let inputs = inputs(); // (T, d_in)
     let context_vec_2 = print_3_3_1(out, &inputs.view())?;

@@ -1,21 +1,24 @@
 //! Stage 3 (§3.5, "Hiding future words with causal attention").
 //!
-//! A language model predicts the next token, so while it reads token `t` it must not look at tokens after
-//! `t`. This stage takes stage 2's [`SelfAttentionV2`] and hides the future from it, as §3.5 of the book
-//! does:
+//! A language model predicts the next token, so while it reads token `t` it must not look at tokens
+//! after `t`. This stage takes stage 2's [`SelfAttentionV2`] and hides the future from it, as §3.5
+//! of the book does:
 //!
-//! 1. §3.5.1 masks the attention weights twice over. First the simple way: softmax, zero the weights above
-//!    the diagonal, divide each row by its new sum. Then the efficient way: put `-inf` above the diagonal of
-//!    the *scores*, so softmax gives those entries zero weight and each row already sums to 1. Both give
-//!    the same weights.
-//! 2. §3.5.2 applies dropout to the weights: each one is zeroed with probability `p` and the rest are scaled
-//!    by `1/(1−p)`, so a row's expected sum is unchanged.
-//! 3. §3.5.3 packs it all into [`CausalAttention`], which takes a batch `(B, T, C)` and slices a mask built
-//!    once for `context_length` tokens down to the `T` tokens it is given.
+//! 1. §3.5.1 masks the attention weights twice over. First the simple way: softmax, zero the
+//!    weights above the diagonal, divide each row by its new sum. Then the efficient way: put
+//!    `-inf` above the diagonal of the *scores*, so softmax gives those entries zero weight and
+//!    each row already sums to 1. Both give the same weights.
+//! 2. §3.5.2 applies dropout to the weights: each one is zeroed with probability `p` and the rest
+//!    are scaled by `1/(1−p)`, so a row's expected sum is unchanged.
+//! 3. §3.5.3 packs it all into [`CausalAttention`], which takes a batch `(B, T, C)` and slices a
+//!    mask built once for `context_length` tokens down to the `T` tokens it is given.
+//! 4. Dropout is for training only: [`CausalAttention::eval`] switches it off for inference, as
+//!    PyTorch's `model.eval()` does. The book says so in words; [`run`] shows it after cell #33.
 //!
-//! The dropout masks come from [`Generator::dropout`], PyTorch's default CPU path, so the two dropout cells
-//! print the book's masks. PyTorch 2.4 and older on Linux x86-64 with an Intel CPU drew dropout masks through
-//! MKL instead and print different ones there; that is the platform, not an error in the port.
+//! The dropout masks come from [`Generator::dropout`], PyTorch's default CPU path, so the two
+//! dropout cells print the book's masks. PyTorch 2.4 and older on Linux x86-64 with an Intel CPU
+//! drew dropout masks through MKL instead and print different ones there; that is the platform, not
+//! an error in the port.
 
 use std::io::Write;
 
@@ -31,20 +34,25 @@ use crate::s1_simple::{inputs, softmax};
 use crate::s2_trainable::{D_OUT, Linear, SelfAttentionV2};
 use crate::{BookSeeds, Error, print};
 
-/// The book's batch: `torch.stack((inputs, inputs), dim=0)`, two copies of the six tokens. (B, T, C) = (2, 6, 3).
+// ANCHOR: batch
+/// The book's batch, `torch.stack((inputs, inputs), dim=0)`: two copies of the six tokens.
 pub fn batch() -> Array3<f32> {
     let inputs = inputs(); // (T, C)
-    ndarray::stack(Axis(0), &[inputs.view(), inputs.view()]).expect("equal shapes stack") // (B, T, C)
+    let copies = [inputs.view(), inputs.view()];
+    ndarray::stack(Axis(0), &copies).expect("equal shapes stack") // (B, T, C) = (2, 6, 3)
 }
+// ANCHOR_END: batch
 
 // ANCHOR: mask_after_softmax
-/// `torch.tril(torch.ones(n, n))`: 1 where token `i` may attend to token `j` (`j ≤ i`), 0 in the future.
+/// `torch.tril(torch.ones(n, n))`: 1 where token `i` may attend to token `j` (`j ≤ i`), 0 in the
+/// future.
 pub fn tril_ones(n: usize) -> Array2<f32> {
     Array2::from_shape_fn((n, n), |(i, j)| if j <= i { 1.0 } else { 0.0 })
 }
 
-/// Divides each row by its sum. After the future weights are zeroed, a row no longer sums to 1; dividing by
-/// what is left gives the attention the remaining tokens would have had if the future had never been there.
+/// Divides each row by its sum. After the future weights are zeroed, a row no longer sums to 1;
+/// dividing by what is left gives the attention the remaining tokens would have had if the future
+/// had never been there.
 pub fn renormalise(masked: &Array2<f32>) -> Array2<f32> {
     let row_sums = masked.sum_axis(Axis(1)).insert_axis(Axis(1)); // (T, 1)
     masked / &row_sums // (T, T)
@@ -52,8 +60,9 @@ pub fn renormalise(masked: &Array2<f32>) -> Array2<f32> {
 // ANCHOR_END: mask_after_softmax
 
 // ANCHOR: causal_mask
-/// The causal mask a layer builds once for `context_length` tokens: `true` above the diagonal, where token
-/// `i` would look at a later token `j > i` (the book's `torch.triu(torch.ones(n, n), diagonal=1).bool()`).
+/// The causal mask a layer builds once for `context_length` tokens: `true` above the diagonal,
+/// where token `i` would look at a later token `j > i` (the book's
+/// `torch.triu(torch.ones(n, n), diagonal=1).bool()`).
 ///
 /// Like the book's `register_buffer`, it holds no weights and draws no random numbers.
 #[derive(Clone, Debug)]
@@ -76,7 +85,8 @@ impl CausalMask {
     }
 
     /// The top-left `tokens × tokens` corner (`mask.bool()[:T, :T]`), so that one mask serves every
-    /// shorter input. An input longer than the context has no mask rows: that is an error, not a panic.
+    /// shorter input. An input longer than the context has no mask rows: that is an error, not a
+    /// panic.
     pub fn for_tokens(&self, tokens: usize) -> Result<ArrayView2<'_, bool>, Error> {
         let context_length = self.context_length();
         if tokens > context_length {
@@ -89,9 +99,9 @@ impl CausalMask {
     }
 }
 
-/// `scores.masked_fill(future, -inf)`: softmax turns `-inf` into a weight of exactly 0, and the remaining
-/// weights of each row sum to 1 without a second normalisation. The `(T, T)` mask is broadcast over any
-/// leading batch and head axes.
+/// `scores.masked_fill(future, -inf)`: softmax turns `-inf` into a weight of exactly 0, and the
+/// remaining weights of each row sum to 1 without a second normalisation. The `(T, T)` mask is
+/// broadcast over any leading batch and head axes.
 pub fn mask_future<D: Dimension>(
     mut scores: Array<f32, D>,
     future: &ArrayView2<bool>,
@@ -106,8 +116,9 @@ pub fn mask_future<D: Dimension>(
 // ANCHOR_END: causal_mask
 
 // ANCHOR: batched_helpers
-/// `a @ b` over the last two axes, for any number of leading batch axes (B, or B and H) of equal sizes, as
-/// `torch.matmul` does: each `(T, K)` matrix of `a` is multiplied by the matching `(K, N)` matrix of `b`.
+/// `a @ b` over the last two axes, for any number of leading batch axes (B, or B and H) of equal
+/// sizes, as `torch.matmul` does: each `(T, K)` matrix of `a` is multiplied by the matching
+/// `(K, N)` matrix of `b`.
 pub fn matmul<D: Dimension>(a: &ArrayView<f32, D>, b: &ArrayView<f32, D>) -> Array<f32, D> {
     let (a, b) = (a.view().into_dyn(), b.view().into_dyn());
     let ndim = a.ndim();
@@ -147,8 +158,9 @@ fn matmul_into(a: &ArrayViewD<f32>, b: &ArrayViewD<f32>, mut product: ArrayViewM
     }
 }
 
-/// `linear(x)` on a batch: stage 2's `Linear` works on `(T, C)`, and a batch of `B` such matrices is one
-/// `(B·T, C)` matrix, which is all `nn.Linear` does with the extra axis. (B, T, C) -> (B, T, C').
+/// `linear(x)` on a batch: stage 2's `Linear` works on `(T, C)`, and a batch of `B` such matrices
+/// is one `(B·T, C)` matrix, which is all `nn.Linear` does with the extra axis. (B, T, C) -> (B, T,
+/// C').
 pub fn project(linear: &Linear, x: &ArrayView3<f32>) -> Array3<f32> {
     let (b, t, c) = x.dim();
     let x = x.as_standard_layout(); // row-major, so the batch flattens without reordering
@@ -163,22 +175,24 @@ pub fn project(linear: &Linear, x: &ArrayView3<f32>) -> Array3<f32> {
 // ANCHOR_END: batched_helpers
 
 // ANCHOR: causal_attention
-/// `CausalAttention`: stage 2's self-attention over a batch, with the future masked out and dropout on the
-/// attention weights.
+/// `CausalAttention`: stage 2's self-attention over a batch, with the future masked out and dropout
+/// on the attention weights.
 #[derive(Clone, Debug)]
 pub struct CausalAttention {
     /// W_query, W_key and W_value: stage 2's layer, drawn in the same order.
     pub qkv: SelfAttentionV2,
-    /// The probability with which dropout zeroes each attention weight. 0 leaves them alone and draws no
-    /// random numbers.
+    /// The probability with which dropout zeroes each attention weight. 0 leaves them alone and
+    /// draws no random numbers.
     pub dropout: f64,
+    /// Whether dropout is on: `true` while training (the default), `false` at inference.
+    pub training: bool,
     /// Built once for `context_length` tokens.
     pub mask: CausalMask,
 }
 
 impl CausalAttention {
-    /// `CausalAttention(d_in, d_out, context_length, dropout, qkv_bias)`: draws W_query, W_key and W_value
-    /// from `rng`, in that order. The mask and the dropout layer draw nothing.
+    /// `CausalAttention(d_in, d_out, context_length, dropout, qkv_bias)`: draws W_query, W_key and
+    /// W_value from `rng`, in that order. The mask and the dropout layer draw nothing.
     pub fn new(
         rng: &mut Generator,
         d_in: usize,
@@ -190,48 +204,72 @@ impl CausalAttention {
         CausalAttention {
             qkv: SelfAttentionV2::new(rng, d_in, d_out, qkv_bias),
             dropout,
+            training: true,
             mask: CausalMask::new(context_length),
         }
     }
 
-    /// The causal attention weights, before dropout: (B, T, d_in) -> (B, T, T). Row `i` of each matrix
-    /// holds token `i`'s weights over tokens `0..=i`; the future gets exactly 0.
+    /// The causal attention weights, before dropout: (B, T, d_in) -> (B, T, T). Row `i` of each
+    /// matrix holds token `i`'s weights over tokens `0..=i`; the future gets exactly 0.
     pub fn attn_weights(&self, x: &ArrayView3<f32>) -> Result<Array3<f32>, Error> {
         let (_, tokens, _) = x.dim(); // (B, T, C)
         let future = self.mask.for_tokens(tokens)?; // (T, T)
         let queries = project(&self.qkv.w_query, x); // (B, T, d_out)
         let keys = project(&self.qkv.w_key, x); // (B, T, d_out)
-        let scores = matmul(&queries.view(), &keys.view().permuted_axes([0, 2, 1])); // (B, T, T)
+        let keys_t = keys.view().permuted_axes([0, 2, 1]); // (B, d_out, T)
+        let scores = matmul(&queries.view(), &keys_t); // (B, T, T)
         let d_k = keys.dim().2 as f32;
         Ok(softmax(&(mask_future(scores, &future) / d_k.sqrt()))) // (B, T, T)
     }
 
-    /// (B, T, d_in) -> (B, T, d_out). Dropout draws its mask from `rng`, after every weight was drawn, as
-    /// PyTorch's global generator does; with `dropout == 0` nothing is drawn.
+    /// (B, T, d_in) -> (B, T, d_out). While training, dropout draws its mask from `rng`, after
+    /// every weight was drawn, as PyTorch's global generator does; with `dropout == 0`, or at
+    /// inference, nothing is drawn.
     pub fn forward(&self, x: &ArrayView3<f32>, rng: &mut Generator) -> Result<Array3<f32>, Error> {
-        let weights = rng.dropout(&self.attn_weights(x)?, self.dropout); // (B, T, T)
+        let p = if self.training { self.dropout } else { 0.0 };
+        let weights = rng.dropout(&self.attn_weights(x)?, p); // (B, T, T)
         let values = project(&self.qkv.w_value, x); // (B, T, d_out)
         Ok(matmul(&weights.view(), &values.view())) // (B, T, d_out)
     }
 }
 // ANCHOR_END: causal_attention
 
-/// Prints the cells of §3.5 (#24–#33) in the book's order.
+// ANCHOR: eval
+impl CausalAttention {
+    /// `ca.eval()`: switches dropout off, for inference. Every weight then counts in full, and the
+    /// output no longer depends on a random mask.
+    pub fn eval(&mut self) {
+        self.training = false;
+    }
+
+    /// `ca.train()`: switches dropout back on.
+    pub fn train(&mut self) {
+        self.training = true;
+    }
+}
+// ANCHOR_END: eval
+
+/// Prints the cells of §3.5 (#24–#33) in the book's order, then dropout in training and at
+/// inference.
 pub fn run<W: Write>(out: &mut W, seeds: BookSeeds) -> Result<(), Error> {
     let attn_weights = applying_a_causal_mask(out, seeds)?;
     dropout_on_the_weights(out, seeds, &attn_weights)?;
-    compact_causal_attention(out, seeds)
+    compact_causal_attention(out, seeds)?;
+    dropout_at_inference(out, seeds)
 }
 
-/// §3.5.1, cells #24–#29: both masking methods on stage 2's seed-789 weights. Returns the causal weights.
+/// §3.5.1, cells #24–#29: both masking methods on stage 2's seed-789 weights. Returns the causal
+/// weights.
 fn applying_a_causal_mask<W: Write>(out: &mut W, seeds: BookSeeds) -> Result<Array2<f32>, Error> {
     heading(out, "3.5.1 Applying a causal attention mask")?;
     let inputs = inputs(); // (T, C)
+    // ANCHOR: unmasked
     let mut rng = Generator::manual_seed(seeds.seed_789);
     let sa_v2 = SelfAttentionV2::new(&mut rng, inputs.ncols(), D_OUT, false);
     let attn_scores = sa_v2.scores(&inputs.view()); // (T, T)
     let d_k = sa_v2.w_key.weight.nrows() as f32;
     let attn_weights = softmax(&(&attn_scores / d_k.sqrt())); // (T, T)
+    // ANCHOR_END: unmasked
     cell(out, "#24", "attn_weights", &[print::tensor(&attn_weights)])?;
 
     // ANCHOR: mask_simple
@@ -273,6 +311,7 @@ fn applying_a_causal_mask<W: Write>(out: &mut W, seeds: BookSeeds) -> Result<Arr
     Ok(attn_weights)
 }
 
+// ANCHOR: allclose
 /// `torch.allclose(a, b)` with its default tolerances: `|a − b| ≤ 1e-8 + 1e-5·|b|` everywhere.
 pub fn allclose<D: Dimension>(a: &Array<f32, D>, b: &Array<f32, D>) -> bool {
     a.shape() == b.shape()
@@ -280,6 +319,7 @@ pub fn allclose<D: Dimension>(a: &Array<f32, D>, b: &Array<f32, D>) -> bool {
             .zip(b)
             .all(|(&a, &b)| (a - b).abs() <= 1e-8 + 1e-5 * b.abs())
 }
+// ANCHOR_END: allclose
 
 /// §3.5.2, cells #30–#31: dropout on a matrix of ones, then on the causal weights.
 fn dropout_on_the_weights<W: Write>(
@@ -338,5 +378,30 @@ fn compact_causal_attention<W: Write>(out: &mut W, seeds: BookSeeds) -> Result<(
             format!("context_vecs.shape: {}", print::size(context_vecs.shape())),
         ],
     )?;
+    Ok(())
+}
+
+/// After §3.5.3, not a cell of the book: the same `CausalAttention` with dropout 0.5, called twice
+/// while training (two masks, two outputs) and once after `eval()` (no mask: cell #33's output).
+fn dropout_at_inference<W: Write>(out: &mut W, seeds: BookSeeds) -> Result<(), Error> {
+    let batch = batch(); // (B, T, C)
+    // ANCHOR: dropout_at_inference
+    let mut rng = Generator::manual_seed(seeds.seed_123);
+    let (_, context_length, d_in) = batch.dim();
+    let mut ca = CausalAttention::new(&mut rng, d_in, D_OUT, context_length, 0.5, false);
+    let first = ca.forward(&batch.view(), &mut rng)?; // (B, T, d_out), one dropout mask
+    let second = ca.forward(&batch.view(), &mut rng)?; // another mask, another output
+    ca.eval();
+    let inference = ca.forward(&batch.view(), &mut rng)?; // no mask: every weight counts
+    // ANCHOR_END: dropout_at_inference
+    // As Python's print("First call:\n", context_vecs[0]) writes it.
+    let first_item = |y: &Array3<f32>| print::tensor(&y.index_axis(Axis(0), 0));
+    let printed = [
+        format!("Training, first call:\n {}", first_item(&first)),
+        format!("\nTraining, second call:\n {}", first_item(&second)),
+        format!("\nAfter ca.eval():\n {}", first_item(&inference)),
+    ];
+    let label = "ca(batch)[0] with dropout 0.5: twice in training, once after ca.eval()";
+    cell(out, "dropout at inference", label, &printed)?;
     Ok(())
 }

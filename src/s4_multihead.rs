@@ -1,16 +1,18 @@
 //! Stage 4 (§3.6, "Extending single-head attention to multi-head attention").
 //!
-//! One causal attention layer looks at the tokens one way. Multi-head attention runs several of them side by
-//! side and concatenates what they find. §3.6 builds it twice:
+//! One causal attention layer looks at the tokens one way. Multi-head attention runs several of
+//! them side by side and concatenates what they find. §3.6 builds it twice:
 //!
-//! 1. §3.6.1 [`MultiHeadAttentionWrapper`]: a list of stage 3's [`CausalAttention`] layers, run one after
-//!    the other, their outputs concatenated along the last axis.
-//! 2. §3.6.2 [`MultiHeadAttention`]: one query, one key and one value projection of width `d_out`, whose
-//!    outputs are split into `H` heads of `D = d_out / H` columns. A single batched matrix product over a
-//!    `(B, H, T, D)` array then computes every head at once, and an output projection mixes the heads.
+//! 1. §3.6.1 [`MultiHeadAttentionWrapper`]: a list of stage 3's [`CausalAttention`] layers, run one
+//!    after the other, their outputs concatenated along the last axis.
+//! 2. §3.6.2 [`MultiHeadAttention`]: one query, one key and one value projection of width `d_out`,
+//!    whose outputs are split into `H` heads of `D = d_out / H` columns. A single batched matrix
+//!    product over a `(B, H, T, D)` array then computes every head at once, and an output
+//!    projection mixes the heads.
 //!
-//! The two are the same computation: with the wrapper's head weights stacked into the big projections and an
-//! identity output projection, they give the same numbers (the stage's tests check this).
+//! The two are the same computation: with the wrapper's head weights stacked into the big
+//! projections and an identity output projection, they give the same numbers (the stage's tests
+//! check this).
 
 use std::io::Write;
 
@@ -32,7 +34,8 @@ pub struct MultiHeadAttentionWrapper {
 }
 
 impl MultiHeadAttentionWrapper {
-    /// Draws head 0's W_query, W_key and W_value, then head 1's, and so on, as `nn.ModuleList` creates them.
+    /// Draws head 0's W_query, W_key and W_value, then head 1's, and so on, as `nn.ModuleList`
+    /// creates them.
     pub fn new(
         rng: &mut Generator,
         d_in: usize,
@@ -57,14 +60,16 @@ impl MultiHeadAttentionWrapper {
             .map(|head| head.forward(x, rng)) // H × (B, T, d_out)
             .collect::<Result<Vec<_>, _>>()?;
         let views: Vec<_> = outputs.iter().map(|o| o.view()).collect();
-        Ok(ndarray::concatenate(Axis(2), &views).expect("every head has the same (B, T)")) // (B, T, H·d_out)
+        let concatenated = ndarray::concatenate(Axis(2), &views); // (B, T, H·d_out)
+        Ok(concatenated.expect("every head has the same (B, T)"))
     }
 }
 // ANCHOR_END: wrapper
 
 // ANCHOR: multi_head_attention
-/// `MultiHeadAttention`: the heads share three wide projections; their columns are split into heads, every
-/// head is attended to in one batched product, and `out_proj` mixes the heads' outputs.
+/// `MultiHeadAttention`: the heads share three wide projections; their columns are split into
+/// heads, every head is attended to in one batched product, and `out_proj` mixes the heads'
+/// outputs.
 #[derive(Clone, Debug)]
 pub struct MultiHeadAttention {
     /// (d_out, d_in): the `H` heads' query weights stacked, `D` rows each.
@@ -80,9 +85,10 @@ pub struct MultiHeadAttention {
 }
 
 impl MultiHeadAttention {
-    /// `MultiHeadAttention(d_in, d_out, context_length, dropout, num_heads, qkv_bias)`: draws W_query,
-    /// W_key, W_value, then `out_proj`'s weight and bias. Each head gets `d_out / num_heads` columns, so
-    /// `d_out` must be a multiple of `num_heads`; otherwise nothing is drawn and the error says so.
+    /// `MultiHeadAttention(d_in, d_out, context_length, dropout, num_heads, qkv_bias)`: draws
+    /// W_query, W_key, W_value, then `out_proj`'s weight and bias. Each head gets
+    /// `d_out / num_heads` columns, so `d_out` must be a multiple of `num_heads`; otherwise nothing
+    /// is drawn and the error says so.
     pub fn new(
         rng: &mut Generator,
         d_in: usize,
@@ -117,7 +123,8 @@ impl MultiHeadAttention {
         let future = self.mask.for_tokens(tokens)?; // (T, T)
         let queries = self.split_heads(project(&self.w_query, x)); // (B, H, T, D)
         let keys = self.split_heads(project(&self.w_key, x)); // (B, H, T, D)
-        let scores = matmul(&queries.view(), &keys.view().permuted_axes([0, 1, 3, 2])); // (B, H, T, T)
+        let keys_t = keys.view().permuted_axes([0, 1, 3, 2]); // (B, H, D, T)
+        let scores = matmul(&queries.view(), &keys_t); // (B, H, T, T)
         let d = self.head_dim() as f32;
         Ok(softmax(&(mask_future(scores, &future) / d.sqrt()))) // (B, H, T, T)
     }
@@ -130,8 +137,9 @@ impl MultiHeadAttention {
         Ok(project(&self.out_proj, &context.view())) // (B, T, d_out)
     }
 
-    /// Gives each head its own `D` columns and moves the head axis in front of the tokens, so that a batched
-    /// matrix product treats every (batch item, head) pair as one matrix. (B, T, d_out) -> (B, H, T, D).
+    /// Gives each head its own `D` columns and moves the head axis in front of the tokens, so that
+    /// a batched matrix product treats every (batch item, head) pair as one matrix. (B, T, d_out)
+    /// -> (B, H, T, D).
     fn split_heads(&self, y: Array3<f32>) -> Array4<f32> {
         let (b, t, _) = y.dim();
         let heads = (b, t, self.num_heads, self.head_dim());
@@ -139,7 +147,8 @@ impl MultiHeadAttention {
         y.permuted_axes([0, 2, 1, 3]) // (B, H, T, D)
     }
 
-    /// The number of weights and biases, counted from the arrays (`sum(p.numel() for p in mha.parameters())`).
+    /// The number of weights and biases, counted from the arrays
+    /// (`sum(p.numel() for p in mha.parameters())`).
     pub fn num_parameters(&self) -> usize {
         [&self.w_query, &self.w_key, &self.w_value, &self.out_proj]
             .iter()
@@ -148,7 +157,8 @@ impl MultiHeadAttention {
     }
 }
 
-/// Puts the heads side by side again: `transpose(1, 2)` then `view(b, T, d_out)`. (B, H, T, D) -> (B, T, H·D).
+/// Puts the heads side by side again: `transpose(1, 2)` then `view(b, T, d_out)`. (B, H, T, D) ->
+/// (B, T, H·D).
 fn merge_heads(context: Array4<f32>) -> Array3<f32> {
     let (b, h, t, d) = context.dim();
     let context = context.permuted_axes([0, 2, 1, 3]); // (B, T, H, D)
@@ -179,10 +189,21 @@ fn context_vecs_lines(context_vecs: &Array3<f32>) -> [String; 2] {
 fn stacking_heads<W: Write>(out: &mut W, seeds: BookSeeds) -> Result<(), Error> {
     heading(out, "3.6.1 Stacking multiple single-head attention layers")?;
     let batch = batch(); // (B, T, C)
+    // ANCHOR: wrapper_usage
     let (_, context_length, d_in) = batch.dim();
     let mut rng = Generator::manual_seed(seeds.seed_123);
-    let mha = MultiHeadAttentionWrapper::new(&mut rng, d_in, D_OUT, context_length, 0.0, 2, false);
+    let num_heads = 2;
+    let mha = MultiHeadAttentionWrapper::new(
+        &mut rng,
+        d_in,
+        D_OUT,
+        context_length,
+        0.0,
+        num_heads,
+        false,
+    );
     let context_vecs = mha.forward(&batch.view(), &mut rng)?; // (B, T, H·d_out)
+    // ANCHOR_END: wrapper_usage
     cell(
         out,
         "#34",
@@ -199,10 +220,14 @@ fn weight_splits<W: Write>(out: &mut W, seeds: BookSeeds) -> Result<(), Error> {
         "3.6.2 Implementing multi-head attention with weight splits",
     )?;
     let batch = batch(); // (B, T, C)
+    // ANCHOR: multi_head_attention_usage
     let (_, context_length, d_in) = batch.dim();
     let mut rng = Generator::manual_seed(seeds.seed_123);
-    let mha = MultiHeadAttention::new(&mut rng, d_in, D_OUT, context_length, 0.0, 2, false)?;
+    let num_heads = 2;
+    let mha =
+        MultiHeadAttention::new(&mut rng, d_in, D_OUT, context_length, 0.0, num_heads, false)?;
     let context_vecs = mha.forward(&batch.view(), &mut rng)?; // (B, T, d_out)
+    // ANCHOR_END: multi_head_attention_usage
     cell(
         out,
         "#35",
@@ -243,18 +268,21 @@ const BOOK_A: [[f32; 4]; 6] = [
     [0.4606, 0.5159, 0.4220, 0.5786],
 ];
 
-/// Exercise 3.2: the wrapper with `d_out = 1` per head, so two heads give 2-dimensional context vectors.
+/// Exercise 3.2: the wrapper with `d_out = 1` per head, so two heads give 2-dimensional context
+/// vectors.
 fn exercise_3_2<W: Write>(out: &mut W, seeds: BookSeeds) -> Result<(), Error> {
     heading(
         out,
         "Exercise 3.2 Returning two-dimensional embedding vectors",
     )?;
     let batch = batch(); // (B, T, C)
+    // ANCHOR: exercise_3_2
     let (_, context_length, d_in) = batch.dim();
     let mut rng = Generator::manual_seed(seeds.seed_123);
     let d_out = 1; // per head: two heads give D_OUT = 2 columns
     let mha = MultiHeadAttentionWrapper::new(&mut rng, d_in, d_out, context_length, 0.0, 2, false);
     let context_vecs = mha.forward(&batch.view(), &mut rng)?; // (B, T, 2)
+    // ANCHOR_END: exercise_3_2
     cell(
         out,
         "exercise 3.2",
@@ -264,19 +292,23 @@ fn exercise_3_2<W: Write>(out: &mut W, seeds: BookSeeds) -> Result<(), Error> {
     Ok(())
 }
 
-/// Exercise 3.3: a GPT-2-sized layer (768 wide, 12 heads, 1024 tokens of context) and its parameter count.
+/// Exercise 3.3: a GPT-2-sized layer (768 wide, 12 heads, 1024 tokens of context) and its parameter
+/// count.
 fn exercise_3_3<W: Write>(out: &mut W, seeds: BookSeeds) -> Result<(), Error> {
     heading(
         out,
         "Exercise 3.3 Initializing GPT-2 size attention modules",
     )?;
+    // ANCHOR: exercise_3_3
     let mut rng = Generator::manual_seed(seeds.seed_123);
     let mha = MultiHeadAttention::new(&mut rng, 768, 768, 1024, 0.0, 12, false)?;
+    let num_parameters = mha.num_parameters();
+    // ANCHOR_END: exercise_3_3
     cell(
         out,
         "exercise 3.3",
         "count_parameters(mha)",
-        &[mha.num_parameters().to_string()],
+        &[num_parameters.to_string()],
     )?;
     Ok(())
 }

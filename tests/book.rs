@@ -262,3 +262,177 @@ fn the_stage_5_chapter_shows_the_lesson_only() {
         );
     }
 }
+
+/// The chapters of stages 1–4, which follow the first seed text.
+const CHAPTERS_1_TO_4: [&str; 4] = [
+    "s1_simple.md",
+    "s2_trainable.md",
+    "s3_causal.md",
+    "s4_multihead.md",
+];
+
+/// The section titles of the first seed text (`000_…`) that stages 1–4 follow, exactly as it writes them.
+const SEED_SECTIONS: [&str; 10] = [
+    "1.1 简单注意力机制",
+    "1.2 为所有输入token计算注意力权重",
+    "2. 实现带可训练权重的自注意力",
+    "2.1 SelfAttention_v1：基础实现",
+    "2.2 SelfAttention_v2：使用nn.Linear",
+    "3.1 应用因果注意力掩码",
+    "3.2 使用Dropout掩码额外注意力权重",
+    "3.3 实现紧凑的因果自注意力类",
+    "4.1 MultiHeadAttentionWrapper",
+    "not in the seed",
+];
+
+/// How an output block's caption starts.
+const CAPTION: &str = "<p class=\"output-caption\">Output of <code>";
+
+/// An output block of a chapter: a ```text block that includes a snapshot.
+#[derive(Debug)]
+struct OutputBlock {
+    /// The snapshot's file name, `s3_causal__masked_weights.snap`.
+    snapshot: String,
+    /// The nearest non-blank line above the block.
+    caption: String,
+    /// The info string of the fenced block just above the caption (`rust,ignore`, `text`), if the line
+    /// above the caption closes one.
+    after: Option<String>,
+}
+
+fn output_blocks(text: &str) -> Vec<OutputBlock> {
+    let lines: Vec<&str> = text.lines().collect();
+    let above = |n: usize| (0..n).rev().find(|&k| !lines[k].trim().is_empty());
+    let mut blocks = Vec::new();
+    let mut open: Option<(usize, &str)> = None;
+    let mut closed: Vec<(usize, &str)> = Vec::new(); // (closing line, info string)
+    for (n, line) in lines.iter().enumerate() {
+        if let Some(info) = line.strip_prefix("```") {
+            match open.take() {
+                Some((_, opened)) => closed.push((n, opened)),
+                None => open = Some((n, info)),
+            }
+            continue;
+        }
+        let Some((fence, "text")) = open else {
+            continue;
+        };
+        let Some(start) = line.find("tests/snapshots/") else {
+            continue;
+        };
+        let file = &line[start + "tests/snapshots/".len()..];
+        let snapshot = file[..file.find(".snap").expect("a snapshot include") + 5].to_string();
+        let caption_line = above(fence).expect("an output block has a caption");
+        let after = above(caption_line).and_then(|k| {
+            closed
+                .iter()
+                .find(|(end, _)| *end == k)
+                .map(|(_, info)| info.to_string())
+        });
+        blocks.push(OutputBlock {
+            snapshot,
+            caption: lines[caption_line].to_string(),
+            after,
+        });
+    }
+    blocks
+}
+
+#[test]
+fn chapters_1_to_4_show_each_output_after_its_code_with_a_caption() {
+    for name in CHAPTERS_1_TO_4 {
+        let text = fs::read_to_string(book_src().join(name)).unwrap();
+        let blocks = output_blocks(&text);
+        assert!(
+            blocks.len() >= 5,
+            "{name} shows {} output blocks",
+            blocks.len()
+        );
+        for block in &blocks {
+            let what = format!("{name}, {}", block.snapshot);
+            assert!(
+                block.snapshot.starts_with(&name.replace(".md", "__")),
+                "{what}: a chapter shows its own stage's output"
+            );
+            assert!(
+                block.caption.starts_with(CAPTION) && block.caption.ends_with("</p>"),
+                "{what}: the caption, one line above the block, names the Rust code: {}",
+                block.caption
+            );
+            let seed = block.caption.split(" · ").nth(1).unwrap_or_default();
+            let seed = seed.strip_prefix("seed ").unwrap_or(seed);
+            assert!(
+                SEED_SECTIONS
+                    .iter()
+                    .any(|section| seed.starts_with(section)),
+                "{what}: the caption names a section of the seed, as the seed writes it: {seed}"
+            );
+            let after_code = block
+                .after
+                .as_deref()
+                .is_some_and(|info| info.starts_with("rust") || info == "text");
+            assert!(
+                after_code,
+                "{what}: an output block comes right after the code that computes it (or after \
+                 another output of that code)"
+            );
+        }
+    }
+}
+
+#[test]
+fn every_output_snapshot_of_stages_1_to_4_is_in_its_chapter() {
+    let snapshots = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots");
+    for name in CHAPTERS_1_TO_4 {
+        let text = fs::read_to_string(book_src().join(name)).unwrap();
+        let shown: Vec<String> = output_blocks(&text)
+            .into_iter()
+            .map(|b| b.snapshot)
+            .collect();
+        let prefix = name.replace(".md", "__");
+        let mut files: Vec<String> = fs::read_dir(&snapshots)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|file| file.starts_with(&prefix) && file.ends_with(".snap"))
+            .filter(|file| !file.ends_with("__output.snap"))
+            .collect();
+        files.sort();
+        let mut shown_sorted = shown.clone();
+        shown_sorted.sort();
+        assert_eq!(
+            shown_sorted, files,
+            "{name} shows each of its stage's output blocks once"
+        );
+    }
+}
+
+#[test]
+fn output_blocks_are_found_with_their_caption_and_code() {
+    let text = "```rust,ignore\n{{#include a.rs:x}}\n```\n\n<p>caption</p>\n\n```text\n\
+                {{#include ../../tests/snapshots/s1_simple__x.snap:5:}}\n```\n";
+    let blocks = output_blocks(text);
+    assert_eq!(blocks.len(), 1);
+    assert_eq!(blocks[0].snapshot, "s1_simple__x.snap");
+    assert_eq!(blocks[0].caption, "<p>caption</p>");
+    assert_eq!(blocks[0].after.as_deref(), Some("rust,ignore"));
+    let prose = "```rust\nlet a = 1;\n```\n\nSome prose.\n\n<p>caption</p>\n\n```text\n\
+                 {{#include ../../tests/snapshots/s1_simple__x.snap:5:}}\n```\n";
+    assert_eq!(output_blocks(prose)[0].after, None);
+}
+
+#[test]
+fn included_rust_of_chapters_1_to_4_fits_in_100_columns() {
+    let mut long = Vec::new();
+    for name in CHAPTERS_1_TO_4 {
+        for (what, code) in included_rust(&book_src().join(name)) {
+            for line in code.lines().filter(|line| line.chars().count() > 100) {
+                long.push(format!("{what}: {line}"));
+            }
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "lines over 100 columns:\n{}",
+        long.join("\n")
+    );
+}

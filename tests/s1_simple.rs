@@ -11,7 +11,7 @@ use ndarray::{Array1, arr1};
 
 mod common;
 
-use common::{assert_close, book_lines, structure};
+use common::{Block, assert_close, blocks, book_lines, structure};
 
 fn output(seeds: BookSeeds) -> String {
     common::printed(s1_simple::run, seeds)
@@ -57,10 +57,33 @@ tensor([[0.4421, 0.5931, 0.5790],
         [0.4177, 0.6503, 0.5645]])
 Previous 2nd context vector: tensor([0.4419, 0.6515, 0.5683])";
 
+/// The chapter's output blocks, each shown right after the code that computes it: the snapshot's name
+/// and the cells it holds.
+const BLOCKS: [Block; 11] = [
+    ("attn_scores_for", &["#2"]),
+    ("dot_loop", &["#3"]),
+    ("normalize_by_sum", &["#4"]),
+    ("softmax_naive", &["#5"]),
+    ("softmax", &["#6"]),
+    ("context_vector", &["#7"]),
+    ("attn_scores_loops", &["#8"]),
+    ("simple_attention_scores", &["#9"]),
+    ("simple_attention_weights", &["#10"]),
+    ("row_sums", &["#11"]),
+    ("simple_attention_context", &["#12", "#13"]),
+];
+
 #[test]
 fn output_snapshot() {
     let output = output(BookSeeds::default());
     insta::assert_snapshot!("output", output);
+}
+
+#[test]
+fn output_blocks_of_the_chapter() {
+    for (name, text) in blocks(&output(BookSeeds::default()), &BLOCKS) {
+        insta::assert_snapshot!(name, text);
+    }
 }
 
 #[test]

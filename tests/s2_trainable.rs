@@ -5,13 +5,14 @@ use attention_from_scratch::BookSeeds;
 use attention_from_scratch::rng::torch::Generator;
 use attention_from_scratch::s1_simple::inputs;
 use attention_from_scratch::s2_trainable::{
-    self, D_OUT, Linear, SelfAttentionV1, SelfAttentionV2, WalkThrough,
+    self, D_OUT, Linear, Scaling, SelfAttentionV1, SelfAttentionV2, WalkThrough,
+    largest_self_gradient,
 };
 use ndarray::{Array2, arr1, arr2};
 
 mod common;
 
-use common::{assert_close, book_lines, structure};
+use common::{Block, assert_close, blocks, cells, structure};
 
 fn output(seeds: BookSeeds) -> String {
     common::printed(s2_trainable::run, seeds)
@@ -57,6 +58,20 @@ fn walk_through(seed: u64) -> WalkThrough {
     WalkThrough::new(&inputs().view(), &mut Generator::manual_seed(seed), D_OUT)
 }
 
+/// The chapter's output blocks, each shown right after the code that computes it: the snapshot's name
+/// and the cells it holds.
+const BLOCKS: [Block; 9] = [
+    ("walk_through_projections", &["#16", "#17"]),
+    ("walk_through_scores", &["#18", "#19"]),
+    ("walk_through_softmax", &["#20"]),
+    ("scaling_d_k_2", &["d_k = 2"]),
+    ("scaling_d_k_512", &["d_k = 512"]),
+    ("walk_through_context", &["#21"]),
+    ("self_attention_v1", &["#22"]),
+    ("self_attention_v2", &["#23"]),
+    ("exercise_3_1", &["exercise #4", "exercise #5"]),
+];
+
 #[test]
 fn output_snapshot() {
     let output = output(BookSeeds::default());
@@ -64,10 +79,57 @@ fn output_snapshot() {
 }
 
 #[test]
+fn output_blocks_of_the_chapter() {
+    for (name, text) in blocks(&output(BookSeeds::default()), &BLOCKS) {
+        insta::assert_snapshot!(name, text);
+    }
+}
+
+#[test]
 fn prints_exactly_the_books_lines() {
-    let output = output(BookSeeds::default());
-    let expected: Vec<&str> = BOOK.lines().collect();
-    assert_eq!(book_lines(&output), expected);
+    // The two √d_k cells are the crate's own; every other printed line is the book's.
+    let printed: Vec<String> = cells(&output(BookSeeds::default()))
+        .into_iter()
+        .filter(|(tag, _)| !tag.starts_with("d_k"))
+        .map(|(_, lines)| lines)
+        .collect();
+    assert_eq!(printed.join("\n"), BOOK);
+}
+
+/// The claim behind the √d_k example: with components of mean 0 and variance 1, a score's variance is
+/// d_k, and the scaled score's is 1, whatever d_k is.
+#[test]
+fn scores_have_variance_d_k_and_scaled_scores_variance_one() {
+    let mut rng = Generator::manual_seed(1);
+    for d_k in [2usize, 64, 512] {
+        let scores: Vec<f32> = (0..400)
+            .flat_map(|_| Scaling::new(&mut rng, d_k).scores.to_vec())
+            .collect();
+        let n = scores.len() as f64;
+        let variance = scores.iter().map(|&s| f64::from(s).powi(2)).sum::<f64>() / n;
+        let ratio = variance / d_k as f64;
+        assert!(
+            (0.9..1.1).contains(&ratio),
+            "d_k = {d_k}: variance {variance}"
+        );
+    }
+}
+
+#[test]
+fn without_the_scaling_a_large_d_k_saturates_the_softmax() {
+    let mut rng = Generator::manual_seed(123);
+    let small = Scaling::new(&mut rng, 2);
+    let large = Scaling::new(&mut rng, 512);
+    // d_k = 2: the scaling changes little, and every weight keeps a gradient.
+    assert!(largest_self_gradient(&small.unscaled_weights) > 0.1);
+    assert!(largest_self_gradient(&small.weights) > 0.1);
+    // d_k = 512: one weight takes (almost) everything, and its gradient is gone.
+    assert!(large.unscaled_weights.iter().any(|&w| w > 0.999_99));
+    assert!(largest_self_gradient(&large.unscaled_weights) < 1e-5);
+    // Divided by √512, the same scores give weights a gradient can move again.
+    assert!(large.weights.iter().all(|&w| w < 0.5));
+    assert!(largest_self_gradient(&large.weights) > 0.2);
+    assert_eq!(largest_self_gradient(&ndarray::arr1(&[0.5, 0.5])), 0.25);
 }
 
 #[test]
@@ -80,6 +142,8 @@ fn labels_every_cell_under_its_section() {
         "[#18",
         "[#19",
         "[#20",
+        "[d_k = 2",
+        "[d_k = 512",
         "[#21",
         "## 3.4.2 Implementing a compact SelfAttention class",
         "[#22",

@@ -10,7 +10,7 @@ use ndarray::{Array2, Array3, Axis, s};
 
 mod common;
 
-use common::cells;
+use common::{Block, blocks, cell, cells};
 
 fn run_stage(seeds: BookSeeds) -> String {
     common::printed(s3_causal::run, seeds)
@@ -110,10 +110,70 @@ context_vecs.shape: torch.Size([2, 6, 2])",
     ),
 ];
 
+/// The chapter's output blocks, each shown right after the code that computes it: the snapshot's name
+/// and the cells it holds.
+const BLOCKS: [Block; 12] = [
+    ("unmasked_weights", &["#24"]),
+    ("tril_ones", &["#25"]),
+    ("masked_simple", &["#26"]),
+    ("renormalise", &["#27"]),
+    ("mask_future", &["#28"]),
+    ("masked_weights", &["#29"]),
+    ("allclose", &["check"]),
+    ("dropout_ones", &["#30"]),
+    ("dropout_weights", &["#31"]),
+    ("batch", &["#32"]),
+    ("causal_attention", &["#33"]),
+    ("dropout_at_inference", &["dropout at inference"]),
+];
+
 #[test]
 fn full_output_snapshot() {
     let output = run_stage(BookSeeds::default());
     insta::assert_snapshot!("output", output);
+}
+
+#[test]
+fn output_blocks_of_the_chapter() {
+    for (name, text) in blocks(&run_stage(BookSeeds::default()), &BLOCKS) {
+        insta::assert_snapshot!(name, text);
+    }
+}
+
+/// After `eval()` the layer with dropout 0.5 gives what the layer without dropout gives (cell #33), and
+/// draws nothing; `train()` turns dropout back on.
+#[test]
+fn eval_switches_dropout_off() {
+    let x = s3_causal::batch();
+    let mut rng = Generator::manual_seed(123);
+    let mut ca = CausalAttention::new(&mut rng, 3, 2, 6, 0.5, false);
+    let without_dropout = CausalAttention {
+        dropout: 0.0,
+        ..ca.clone()
+    };
+    let mut unused = Generator::manual_seed(0);
+    let expected = without_dropout.forward(&x.view(), &mut unused).unwrap();
+    assert!(ca.training, "a new layer trains");
+    ca.eval();
+    let mut untouched = rng.clone();
+    assert_eq!(ca.forward(&x.view(), &mut rng).unwrap(), expected);
+    assert_eq!(rng.next_word(), untouched.next_word(), "nothing drawn");
+    ca.train();
+    assert_ne!(ca.forward(&x.view(), &mut rng).unwrap(), expected);
+
+    let printed = cell(
+        &cells(&run_stage(BookSeeds::default())),
+        "dropout at inference",
+    );
+    let after_eval = printed.split("After ca.eval():\n ").nth(1).unwrap();
+    // The first item of the book's cell #33.
+    let book_33_first_item = "tensor([[-0.4519,  0.2216],
+        [-0.5874,  0.0058],
+        [-0.6300, -0.0632],
+        [-0.5675, -0.0843],
+        [-0.5526, -0.0981],
+        [-0.5299, -0.1081]])";
+    assert_eq!(after_eval, book_33_first_item);
 }
 
 #[test]

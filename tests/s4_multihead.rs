@@ -9,7 +9,7 @@ use ndarray::{Array1, Array2, Array3, Axis, s};
 
 mod common;
 
-use common::{cell, cells};
+use common::{Block, blocks, cell, cells};
 
 fn run_stage(seeds: BookSeeds) -> String {
     common::printed(s4_multihead::run, seeds)
@@ -75,10 +75,28 @@ Second head:
     ),
 ];
 
+/// The chapter's output blocks, each shown right after the code that computes it: the snapshot's name
+/// and the cells it holds.
+const BLOCKS: [Block; 6] = [
+    ("wrapper", &["#34"]),
+    ("multi_head_attention", &["#35"]),
+    ("batched_matmul", &["#36"]),
+    ("per_head_matmul", &["#37"]),
+    ("exercise_3_2", &["exercise 3.2"]),
+    ("exercise_3_3", &["exercise 3.3"]),
+];
+
 #[test]
 fn full_output_snapshot() {
     let output = run_stage(BookSeeds::default());
     insta::assert_snapshot!("output", output);
+}
+
+#[test]
+fn output_blocks_of_the_chapter() {
+    for (name, text) in blocks(&run_stage(BookSeeds::default()), &BLOCKS) {
+        insta::assert_snapshot!(name, text);
+    }
 }
 
 #[test]

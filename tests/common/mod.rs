@@ -59,6 +59,34 @@ pub fn cell(cells: &[(String, String)], tag: &str) -> String {
     cells.iter().find(|(t, _)| t == tag).expect(tag).1.clone()
 }
 
+/// One output block of a chapter: the name of the snapshot that locks it
+/// (`tests/snapshots/<stage>__<name>.snap`, named after the Rust code that computes it) and the tags of
+/// the printed cells it shows.
+pub type Block = (&'static str, &'static [&'static str]);
+
+/// The text of each block: the lines its cells print, without their labels, one blank line between two
+/// cells. Panics unless the blocks show every cell of `output` exactly once, in the printed order, so
+/// that the chapter's blocks put together are everything the stage prints.
+pub fn blocks(output: &str, blocks: &[Block]) -> Vec<(&'static str, String)> {
+    let printed = cells(output);
+    let printed_tags: Vec<&str> = printed.iter().map(|(tag, _)| tag.as_str()).collect();
+    let block_tags: Vec<&str> = blocks
+        .iter()
+        .flat_map(|(_, tags)| tags.iter().copied())
+        .collect();
+    assert_eq!(
+        block_tags, printed_tags,
+        "the blocks show every printed cell once, in order"
+    );
+    blocks
+        .iter()
+        .map(|(name, tags)| {
+            let texts: Vec<String> = tags.iter().map(|tag| cell(&printed, tag)).collect();
+            (*name, texts.join("\n\n"))
+        })
+        .collect()
+}
+
 /// Each value within 5e-5 of the book's 4-decimal one, so it prints as the book prints it.
 pub fn assert_close(actual: ArrayView1<f32>, book: &[f32]) {
     assert_eq!(actual.len(), book.len(), "{actual} vs {book:?}");
