@@ -285,16 +285,25 @@ const SEED_SECTIONS: [&str; 10] = [
     "not in the seed",
 ];
 
-/// How an output block's caption starts.
-const CAPTION: &str = "<p class=\"output-caption\">Output of <code>";
+/// How an output block's caption starts: Markdown, so that it is translated with the rest of the text.
+const CAPTION: &str = "Output of `";
+
+/// The lines around a caption, which give it its style (`.output-caption` in book/theme/book.css). The
+/// blank lines between them and the caption make the caption a Markdown paragraph, which mdbook-xgettext
+/// extracts for the translations; a caption written as one line of HTML would stay in English.
+const CAPTION_OPEN: &str = "<div class=\"output-caption\">";
+const CAPTION_CLOSE: &str = "</div>";
 
 /// An output block of a chapter: a ```text block that includes a snapshot.
 #[derive(Debug)]
 struct OutputBlock {
     /// The snapshot's file name, `s3_causal__masked_weights.snap`.
     snapshot: String,
-    /// The nearest non-blank line above the block.
+    /// The caption's text: the line between `<div class="output-caption">` and `</div>` just above the
+    /// block, or, when the block has no such wrapper, the nearest non-blank line above it.
     caption: String,
+    /// Whether the caption is wrapped as above, each line apart from the next by a blank line.
+    styled: bool,
     /// The info string of the fenced block just above the caption (`rust,ignore`, `text`), if the line
     /// above the caption closes one.
     after: Option<String>,
@@ -322,8 +331,20 @@ fn output_blocks(text: &str) -> Vec<OutputBlock> {
         };
         let file = &line[start + "tests/snapshots/".len()..];
         let snapshot = file[..file.find(".snap").expect("a snapshot include") + 5].to_string();
-        let caption_line = above(fence).expect("an output block has a caption");
-        let after = above(caption_line).and_then(|k| {
+        let mut caption_line = above(fence).expect("an output block has a caption");
+        let mut top = caption_line;
+        let mut styled = false;
+        if lines[caption_line].trim() == CAPTION_CLOSE {
+            let text = above(caption_line).expect("a caption's text");
+            let open = above(text).expect("a caption's opening line");
+            // A blank line on each side of each line, and the text one line only.
+            let spaced = |a: usize, b: usize| b == a + 2 && lines[a + 1].trim().is_empty();
+            styled =
+                lines[open] == CAPTION_OPEN && spaced(open, text) && spaced(text, caption_line);
+            caption_line = text;
+            top = open;
+        }
+        let after = above(top).and_then(|k| {
             closed
                 .iter()
                 .find(|(end, _)| *end == k)
@@ -332,6 +353,7 @@ fn output_blocks(text: &str) -> Vec<OutputBlock> {
         blocks.push(OutputBlock {
             snapshot,
             caption: lines[caption_line].to_string(),
+            styled,
             after,
         });
     }
@@ -355,8 +377,13 @@ fn chapters_1_to_4_show_each_output_after_its_code_with_a_caption() {
                 "{what}: a chapter shows its own stage's output"
             );
             assert!(
-                block.caption.starts_with(CAPTION) && block.caption.ends_with("</p>"),
-                "{what}: the caption, one line above the block, names the Rust code: {}",
+                block.styled,
+                "{what}: the caption is one line of Markdown, between `{CAPTION_OPEN}` and \
+                 `{CAPTION_CLOSE}`, each on its own line with blank lines between, just above the block"
+            );
+            assert!(
+                block.caption.starts_with(CAPTION),
+                "{what}: the caption names the Rust code: {}",
                 block.caption
             );
             let seed = block.caption.split(" · ").nth(1).unwrap_or_default();
@@ -408,16 +435,29 @@ fn every_output_snapshot_of_stages_1_to_4_is_in_its_chapter() {
 
 #[test]
 fn output_blocks_are_found_with_their_caption_and_code() {
-    let text = "```rust,ignore\n{{#include a.rs:x}}\n```\n\n<p>caption</p>\n\n```text\n\
+    let text = "```rust,ignore\n{{#include a.rs:x}}\n```\n\n<div class=\"output-caption\">\n\n\
+                Output of `x` · seed 1.1\n\n</div>\n\n```text\n\
                 {{#include ../../tests/snapshots/s1_simple__x.snap:5:}}\n```\n";
     let blocks = output_blocks(text);
     assert_eq!(blocks.len(), 1);
     assert_eq!(blocks[0].snapshot, "s1_simple__x.snap");
-    assert_eq!(blocks[0].caption, "<p>caption</p>");
+    assert_eq!(blocks[0].caption, "Output of `x` · seed 1.1");
+    assert!(blocks[0].styled);
     assert_eq!(blocks[0].after.as_deref(), Some("rust,ignore"));
-    let prose = "```rust\nlet a = 1;\n```\n\nSome prose.\n\n<p>caption</p>\n\n```text\n\
+    let prose = "```rust\nlet a = 1;\n```\n\nSome prose.\n\n<div class=\"output-caption\">\n\n\
+                 Output of `x`\n\n</div>\n\n```text\n\
                  {{#include ../../tests/snapshots/s1_simple__x.snap:5:}}\n```\n";
     assert_eq!(output_blocks(prose)[0].after, None);
+    // A caption as one line of HTML is found, but is not styled Markdown (mdbook-xgettext skips it).
+    let html = "```rust\nlet a = 1;\n```\n\n<p class=\"output-caption\">Output of <code>x</code></p>\n\n\
+                ```text\n{{#include ../../tests/snapshots/s1_simple__x.snap:5:}}\n```\n";
+    let blocks = output_blocks(html);
+    assert!(!blocks[0].styled);
+    assert_eq!(blocks[0].after.as_deref(), Some("rust"));
+    // Nor is a wrapper without the blank lines, where the caption's text would be HTML, not Markdown.
+    let tight = "```rust\nlet a = 1;\n```\n\n<div class=\"output-caption\">\nOutput of `x`\n</div>\n\n\
+                 ```text\n{{#include ../../tests/snapshots/s1_simple__x.snap:5:}}\n```\n";
+    assert!(!output_blocks(tight)[0].styled);
 }
 
 #[test]
