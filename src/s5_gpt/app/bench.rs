@@ -37,7 +37,8 @@ pub fn flops_per_step(model: &GptConfig, batch: usize) -> u64 {
     let (t, c, v) = (model.context_size, model.embedding_size, model.vocab_size);
     let n = batch * t; // N = B·T rows
     let attention = 2 * batch * t * t * c; // x·xᵀ and weights·x
-    let linears = n * c * c + 2 * n * c * 4 * c; // attention's output, feed-forward in and out
+    let projections = if model.architecture.qkv { 4 } else { 1 }; // the output, and W_query, W_key, W_value
+    let linears = projections * n * c * c + 2 * n * c * 4 * c; // and feed-forward in and out
     let forward = model.blocks * (attention + linears) + n * c * v;
     (3 * 2 * forward) as u64
 }

@@ -64,6 +64,7 @@ impl SavedConfig {
             context_size: self.recipe.context_size,
             embedding_size: self.recipe.embedding_size,
             blocks: self.recipe.blocks,
+            architecture: self.recipe.architecture,
         }
     }
 
