@@ -111,6 +111,32 @@ pub fn loss_curve(losses: &[f32], test_loss: Option<f64>) -> Figure {
     }
 }
 
+/// The attention weights of a trained stage-5 model on `line`: `maps[b][h]` is block b's head h, a
+/// (T, T) matrix in row-major order. One panel per head, a row of panels per block.
+pub fn s5_attention_maps(title: &str, maps: &[Vec<Vec<f32>>], line: &str) -> Figure {
+    let labels: Vec<String> = line
+        .chars()
+        .map(|c| match c {
+            ' ' => "␣".to_string(),
+            '\n' => "⏎".to_string(),
+            c => c.to_string(),
+        })
+        .collect();
+    let t = labels.len();
+    let mut panels = vec![];
+    for (b, heads) in maps.iter().enumerate() {
+        for (h, weights) in heads.iter().enumerate() {
+            let view = ArrayView2::from_shape((t, t), &weights[..]).expect("(T, T) weights");
+            panels.push((format!("block {b}, head {h}"), view));
+        }
+    }
+    let per_row = maps.first().map_or(1, Vec::len);
+    Figure {
+        file: "s5_beyond_attention.svg".into(),
+        svg: plot::heatmap_grid(title, &panels, &labels, per_row),
+    }
+}
+
 /// Tests and the figure example compare against the committed copy under `book/src/img/`.
 pub fn committed(file: &str) -> std::io::Result<String> {
     std::fs::read_to_string(
