@@ -73,8 +73,8 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     write("book/src/generated/ablation_best_sample.md", &best_sample)?;
     let maps = attention_maps(&mut trainer, LINE)?;
     let title = format!(
-        "Attention weights of {} model ({})",
-        winner.variant.name, winner.variant.flags
+        "Attention weights of the model trained with {}",
+        winner.variant.flags
     );
     let figure = figures::s5_attention_maps(&title, &maps, LINE);
     write(&format!("book/src/img/{}", figure.file), &figure.svg)?;

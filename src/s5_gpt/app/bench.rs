@@ -22,9 +22,16 @@ use crate::s5_gpt::train::Trainer;
 const WARMUP: usize = 20;
 
 /// The parts of a step that the breakdown reports, and the ops (by name) that make each up.
-const PARTS: [(&str, &[&str]); 6] = [
+const PARTS: [(&str, &[&str]); 7] = [
     ("matrix products", &["matmul", "linear"]),
-    ("scale, mask, softmax", &["scale", "tril", "softmax"]),
+    (
+        "scale, mask, softmax",
+        &["scale", "tril", "softmax", "dropout"],
+    ),
+    (
+        "heads, LayerNorm",
+        &["split_heads", "merge_heads", "layer_norm"],
+    ),
     ("GELU", &["gelu"]),
     ("loss", &["cross_entropy"]),
     ("clip, AdamW", &["clip_grad_norm", "adamw"]),
@@ -52,7 +59,7 @@ pub struct BenchReport {
     /// The median time of a training step, timers off.
     pub median: Duration,
     pub flops_per_step: u64,
-    /// Each part's median time per step, timers on, in the order of the breakdown (products, softmax, GELU, loss, optimiser, the rest).
+    /// Each part's median time per step, timers on, in the order of the breakdown (products, softmax, heads and LayerNorm, GELU, loss, optimiser, the rest).
     pub parts: Vec<(&'static str, Duration)>,
 }
 
