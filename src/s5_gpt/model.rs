@@ -76,6 +76,7 @@ impl Architecture {
     }
 }
 
+// ANCHOR: dropout_masks
 /// The generator of training step `step`'s dropout masks: `np.random.RandomState([seed, step])`.
 ///
 /// Each step's masks depend on the seed and the step alone. A resumed run therefore draws the masks an
@@ -85,6 +86,7 @@ pub fn dropout_masks(seed: u32, step: usize) -> NumpyRandom {
     let step = u32::try_from(step).expect("a step number fits in 32 bits");
     NumpyRandom::seed_array(&[seed, step])
 }
+// ANCHOR_END: dropout_masks
 
 /// The model's sizes: the tutorial's `GPT(vocab_size, context_size, embedding_size, blocks)`, and what it
 /// adds to the tutorial's model.
@@ -174,7 +176,11 @@ impl Attention {
         let context = self.merge_heads(tape, context); // (B, T, C)
         self.output.forward(tape, context) // (B, T, C)
     }
+}
+// ANCHOR_END: attention
 
+// ANCHOR: split_heads
+impl Attention {
     /// (B, T, C) → (B, H, T, D); one head is the tutorial's (B, T, C) as it is.
     fn split_heads(&self, tape: &mut Tape, y: NodeId) -> NodeId {
         match self.num_heads {
@@ -191,7 +197,7 @@ impl Attention {
         }
     }
 }
-// ANCHOR_END: attention
+// ANCHOR_END: split_heads
 
 // ANCHOR: feed_forward
 /// `GPTFeedForward`: Linear C→4C, GELU, Linear 4C→C.
@@ -265,6 +271,49 @@ impl Block {
 }
 // ANCHOR_END: block
 
+// ANCHOR: block_new
+impl Block {
+    /// The tutorial's block: its attention-out, ff-in and ff-out weights, drawn in that order.
+    fn new(tape: &mut Tape, rng: &mut NumpyRandom, c: usize, arch: Architecture) -> Self {
+        let d = arch
+            .head_dim(c)
+            .expect("the heads divide C (Architecture::check)");
+        Block {
+            attention: Attention {
+                qkv: None,
+                num_heads: arch.heads,
+                scale: (1.0 / (d as f64).sqrt()) as f32,
+                mask_value: arch.mask_value,
+                dropout: arch.dropout,
+                output: Linear::new(tape, rng, c, c),
+            },
+            feed_forward: FeedForward {
+                input: Linear::new(tape, rng, c, 4 * c),
+                output: Linear::new(tape, rng, 4 * c, c),
+            },
+            ln: None,
+            residual: arch.residual,
+        }
+    }
+
+    /// What the tutorial's block leaves out: W_query, W_key and W_value, drawn in that order, and
+    /// `ln_1` and `ln_2`, which draw nothing.
+    fn add_the_rest(
+        &mut self,
+        tape: &mut Tape,
+        rng: &mut NumpyRandom,
+        c: usize,
+        arch: Architecture,
+    ) {
+        let mut linear = || Linear::new(tape, rng, c, c);
+        self.attention.qkv = arch.qkv.then(|| [linear(), linear(), linear()]);
+        self.ln = arch
+            .layer_norm
+            .then(|| [LayerNorm::new(tape, c), LayerNorm::new(tape, c)]);
+    }
+}
+// ANCHOR_END: block_new
+
 // ANCHOR: gpt
 /// `GPT`: embeddings, the blocks, and the output layer. The parameters live on the [`Tape`].
 #[derive(Clone, Debug)]
@@ -320,34 +369,14 @@ impl Gpt {
             blocks,
             architecture: arch,
         } = config;
-        let d = arch.head_dim(c).expect("Architecture::check passed");
         let token_embedding = embedding_table(tape, rng, v, c);
         let position_embedding = embedding_table(tape, rng, t, c);
         let mut blocks: Vec<Block> = (0..blocks)
-            .map(|_| Block {
-                attention: Attention {
-                    qkv: None,
-                    num_heads: arch.heads,
-                    scale: (1.0 / (d as f64).sqrt()) as f32,
-                    mask_value: arch.mask_value,
-                    dropout: arch.dropout,
-                    output: Linear::new(tape, rng, c, c),
-                },
-                feed_forward: FeedForward {
-                    input: Linear::new(tape, rng, c, 4 * c),
-                    output: Linear::new(tape, rng, 4 * c, c),
-                },
-                ln: None,
-                residual: arch.residual,
-            })
+            .map(|_| Block::new(tape, rng, c, arch))
             .collect();
         let output = Linear::new(tape, rng, c, v);
         for block in &mut blocks {
-            let mut linear = || Linear::new(tape, rng, c, c);
-            block.attention.qkv = arch.qkv.then(|| [linear(), linear(), linear()]);
-            block.ln = arch
-                .layer_norm
-                .then(|| [LayerNorm::new(tape, c), LayerNorm::new(tape, c)]);
+            block.add_the_rest(tape, rng, c, arch);
         }
         let ln_f = arch.layer_norm.then(|| LayerNorm::new(tape, c));
         Gpt {

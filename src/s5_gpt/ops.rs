@@ -356,6 +356,9 @@ pub fn layer_norm_forward(
     }
 }
 
+// ANCHOR_END: layer_norm
+
+// ANCHOR: layer_norm_backward
 /// With x̂ = (x − μ)/σ and g = d_y·w, row by row: d_x = (g − mean(g) − x̂·mean(g·x̂))/σ;
 /// and d_w = Σ over rows of d_y·x̂, d_b = Σ over rows of d_y, added in order.
 pub fn layer_norm_backward(
@@ -392,7 +395,7 @@ pub fn layer_norm_backward(
         }
     }
 }
-// ANCHOR_END: layer_norm
+// ANCHOR_END: layer_norm_backward
 
 // ANCHOR: cross_entropy
 /// `GPTLoss` clips the target's probability to [1e-10, 1] before the log, so a 0 never gives ∞.

@@ -18,11 +18,25 @@ use crate::s5_gpt::ops::MASK_VALUE;
 use crate::s5_gpt::train::{Recipe, Trainer};
 
 /// One model of the table: a name, the flags that make it, and its architecture.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Variant {
-    pub name: &'static str,
-    pub flags: &'static str,
+    pub name: String,
+    pub flags: String,
     pub architecture: Architecture,
+}
+
+impl Variant {
+    /// The same model with the causal mask writing 0 instead of −1e9.
+    pub fn masked_with_0(&self) -> Variant {
+        Variant {
+            name: format!("{}, masked with 0", self.name),
+            flags: format!("{} --mask-value 0", self.flags).trim().to_string(),
+            architecture: Architecture {
+                mask_value: 0.0,
+                ..self.architecture
+            },
+        }
+    }
 }
 
 /// The table's models, in its order: the tutorial's, one addition at a time, all of them, all and dropout.
@@ -35,9 +49,9 @@ pub fn variants() -> [Variant; 7] {
         layer_norm: true,
         ..tutorial
     };
-    let variant = |name, flags, architecture| Variant {
-        name,
-        flags,
+    let variant = |name: &str, flags: &str, architecture| Variant {
+        name: name.to_string(),
+        flags: flags.to_string(),
         architecture,
     };
     [
@@ -103,6 +117,9 @@ pub struct Measured {
     pub test_loss: f64,
     /// The median time of a training step, in milliseconds.
     pub ms_per_step: f64,
+    /// The mean weight a character gives itself, over every block and head, on [`LINE`] (from its
+    /// second character on: the first can attend to nothing else).
+    pub self_weight: f64,
     /// "ROMEO:" and [`SAMPLE_LEN`] characters sampled after training, as the chapter samples.
     pub sample: String,
 }
@@ -136,7 +153,7 @@ pub fn measure(
     };
     cfg.with_threads(|| {
         let mut trainer = cfg.trainer()?;
-        let mut bar = Progress::new(variant.name, "steps", (0, trainer.steps), progress);
+        let mut bar = Progress::new(&variant.name, "steps", (0, trainer.steps), progress);
         let mut times = Vec::with_capacity(trainer.steps);
         let mut started = Instant::now();
         trainer.train(|trainer| {
@@ -148,37 +165,57 @@ pub fn measure(
         bar.finish();
         times.sort_by(f64::total_cmp);
         let test = super::chapter::test(&mut trainer, progress);
+        let maps = attention_maps(&mut trainer, LINE)?;
         let measured = Measured {
-            variant: *variant,
+            variant: variant.clone(),
             parameters: trainer.parameter_count(),
             steps: trainer.losses.len(),
             train_loss: recent_mean(&trainer.losses),
             test_loss: test.mean(),
             ms_per_step: times.get(times.len() / 2).copied().unwrap_or(0.0),
+            self_weight: self_weight(&maps),
             sample: trainer.generate("ROMEO:", SAMPLE_LEN)?,
         };
         Ok((trainer, measured))
     })
 }
 
+/// The mean of `maps[b][h][i][i]` over blocks b, heads h and characters i ≥ 1.
+fn self_weight(maps: &[Vec<Vec<f32>>]) -> f64 {
+    let diagonal = maps.iter().flatten().flat_map(|weights| {
+        let t = weights.len().isqrt();
+        (1..t).map(move |i| f64::from(weights[i * t + i]))
+    });
+    let (sum, n) = diagonal.fold((0.0, 0), |(s, n), w| (s + w, n + 1));
+    sum / f64::from(n.max(1))
+}
+
+/// `flags` in code quotes, or "(none)".
+fn quoted(flags: &str) -> String {
+    if flags.is_empty() {
+        "(none)".to_string()
+    } else {
+        format!("`{flags}`")
+    }
+}
+
 /// The table as Markdown: one row per model, with the time per step if `times`.
 pub fn table(rows: &[Measured], times: bool) -> String {
-    let mut text = String::from("| model | flags | parameters | train loss | test loss |");
+    let mut text =
+        String::from("| model | flags | parameters | train loss | test loss | weight on itself |");
     text.push_str(if times { " ms per step |\n" } else { "\n" });
-    text.push_str("|---|---|---:|---:|---:|");
+    text.push_str("|---|---|---:|---:|---:|---:|");
     text.push_str(if times { "---:|\n" } else { "\n" });
     for row in rows {
-        let flags = match row.variant.flags {
-            "" => "(none)".to_string(),
-            flags => format!("`{flags}`"),
-        };
         let _ = write!(
             text,
-            "| {} | {flags} | {} | {:.4} | {:.4} |",
+            "| {} | {} | {} | {:.4} | {:.4} | {:.2} |",
             row.variant.name,
+            quoted(&row.variant.flags),
             thousands(row.parameters),
             row.train_loss,
-            row.test_loss
+            row.test_loss,
+            row.self_weight
         );
         text.push_str(&if times {
             format!(" {:.2} |\n", row.ms_per_step)
@@ -202,7 +239,7 @@ fn thousands(n: usize) -> String {
     out
 }
 
-/// The tutorial's model trained with the causal mask writing 0 instead of −1e9.
+/// A model trained with the causal mask writing 0 instead of −1e9.
 #[derive(Clone, Debug, PartialEq)]
 pub struct MaskZero {
     pub measured: Measured,
@@ -211,17 +248,13 @@ pub struct MaskZero {
     pub test_loss_future_hidden: f64,
 }
 
-/// Trains the tutorial's model with `--mask-value 0`, then tests it with and without the future in view.
-pub fn mask_value_0(max_steps: Option<usize>, progress: bool) -> Result<MaskZero, GptError> {
-    let variant = Variant {
-        name: "the tutorial's, masked with 0",
-        flags: "--mask-value 0",
-        architecture: Architecture {
-            mask_value: 0.0,
-            ..Architecture::default()
-        },
-    };
-    let (mut trainer, measured) = measure(&variant, max_steps, progress)?;
+/// Trains `variant` masked with 0, then tests it with the future in view and with it hidden.
+pub fn mask_value_0(
+    variant: &Variant,
+    max_steps: Option<usize>,
+    progress: bool,
+) -> Result<MaskZero, GptError> {
+    let (mut trainer, measured) = measure(&variant.masked_with_0(), max_steps, progress)?;
     for block in &mut trainer.model.blocks {
         block.attention.mask_value = MASK_VALUE;
     }
@@ -232,31 +265,34 @@ pub fn mask_value_0(max_steps: Option<usize>, progress: bool) -> Result<MaskZero
     })
 }
 
-/// The mask study as Markdown: the tutorial's row and the masked-with-0 row, then both samples.
-pub fn mask_table(tutorial: &Measured, zero: &MaskZero) -> String {
+/// The mask study as Markdown: each model masked with −1e9 and with 0, then the samples of the latter.
+pub fn mask_table(pairs: &[(&Measured, &MaskZero)]) -> String {
     let mut text = String::from(
         "| model | flags | train loss | test loss | test loss, future hidden |\n|---|---|---:|---:|---:|\n",
     );
-    let rows = [
-        (tutorial, tutorial.test_loss),
-        (&zero.measured, zero.test_loss_future_hidden),
-    ];
-    for (row, hidden) in rows {
-        let flags = match row.variant.flags {
-            "" => "(none)".to_string(),
-            flags => format!("`{flags}`"),
-        };
-        let _ = writeln!(
-            text,
-            "| {} | {flags} | {:.4} | {:.4} | {hidden:.4} |",
-            row.variant.name, row.train_loss, row.test_loss
-        );
+    for (causal, zero) in pairs {
+        let rows = [
+            (*causal, causal.test_loss),
+            (&zero.measured, zero.test_loss_future_hidden),
+        ];
+        for (row, hidden) in rows {
+            let _ = writeln!(
+                text,
+                "| {} | {} | {:.4} | {:.4} | {hidden:.4} |",
+                row.variant.name,
+                quoted(&row.variant.flags),
+                row.train_loss,
+                row.test_loss
+            );
+        }
     }
-    for row in [tutorial, &zero.measured] {
+    for (_, zero) in pairs {
+        let row = &zero.measured;
         let _ = write!(
             text,
-            "\n{} model, {} characters after the prompt:\n\n```text\n{}\n```\n",
-            sentence_case(row.variant.name),
+            "\n{} (`{}`), {} characters after the prompt:\n\n```text\n{}\n```\n",
+            sentence_case(&row.variant.name),
+            row.variant.flags,
             SAMPLE_LEN,
             row.sample
         );
