@@ -14,7 +14,8 @@ use attention_from_scratch::cli::exit_code;
 use attention_from_scratch::figures;
 use attention_from_scratch::s5_gpt::Trainer;
 use attention_from_scratch::s5_gpt::app::ablation::{
-    self, LINE, Measured, attention_maps, mask_table, mask_value_0, measure, table, variants,
+    self, ALL_OF_THEM, LINE, Measured, TUTORIAL, attention_maps, mask_table, mask_value_0, measure,
+    table, variants,
 };
 use clap::Parser;
 
@@ -57,7 +58,7 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         rows.push(measured);
     }
     // The tutorial's model, and all of them, masked with 0.
-    let (tutorial, everything) = (&rows[0], &rows[5]);
+    let (tutorial, everything) = (&rows[TUTORIAL], &rows[ALL_OF_THEM]);
     let zero = [
         mask_value_0(&tutorial.variant, args.max_steps, progress)?,
         mask_value_0(&everything.variant, args.max_steps, progress)?,
@@ -68,7 +69,7 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         println!("{all}\n{mask}");
         return Ok(());
     }
-    let (mut trainer, winner) = (best.expect("seven models"), ablation::best(&rows).unwrap());
+    let (mut trainer, winner) = (best.expect("eight models"), ablation::best(&rows).unwrap());
     write("book/src/generated/ablation_full.md", &all)?;
     write("book/src/generated/mask_value_0.md", &mask)?;
     let sample = format!("```text\n{}\n```\n", winner.sample);

@@ -3,7 +3,7 @@
 //! book's full-length tables with the same code.
 
 use attention_from_scratch::s5_gpt::app::ablation::{
-    mask_table, mask_value_0, measure, table, variants,
+    ALL_OF_THEM, TUTORIAL, mask_table, mask_value_0, measure, table, variants,
 };
 
 const STEPS: usize = 300;
@@ -18,7 +18,7 @@ fn short_ablation() {
                 .1
         })
         .collect();
-    let (tutorial, everything) = (&rows[0], &rows[5]);
+    let (tutorial, everything) = (&rows[TUTORIAL], &rows[ALL_OF_THEM]);
     assert!(rows.iter().all(|r| r.steps == STEPS));
     assert_eq!(tutorial.parameters, 84_929);
     assert_eq!(

@@ -39,8 +39,14 @@ impl Variant {
     }
 }
 
-/// The table's models, in its order: the tutorial's, one addition at a time, all of them, all and dropout.
-pub fn variants() -> [Variant; 7] {
+/// Where [`variants`] puts the tutorial's model and the one with all the additions but dropout: the two
+/// that are also trained masked with 0.
+pub const TUTORIAL: usize = 0;
+pub const ALL_OF_THEM: usize = 6;
+
+/// The table's models, in its order: the tutorial's, one addition at a time, all of them but LayerNorm,
+/// all of them, all and dropout.
+pub fn variants() -> [Variant; 8] {
     let tutorial = Architecture::default();
     let everything = Architecture {
         qkv: true,
@@ -87,6 +93,14 @@ pub fn variants() -> [Variant; 7] {
             Architecture {
                 layer_norm: true,
                 ..tutorial
+            },
+        ),
+        variant(
+            "4 heads and residual",
+            "--heads 4 --residual",
+            Architecture {
+                layer_norm: false,
+                ..everything
             },
         ),
         variant(
