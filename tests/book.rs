@@ -304,7 +304,7 @@ fn the_ablation_chapter_quotes_only_computed_losses() {
     let chapter = fs::read_to_string(book_src().join("s5_beyond.md")).unwrap();
     let mut computed = String::new();
     for include in includes(&book_src().join("s5_beyond.md")) {
-        if !include.path.extension().is_some_and(|e| e == "rs") {
+        if include.path.extension().is_none_or(|e| e != "rs") {
             computed.push_str(&fs::read_to_string(&include.path).unwrap());
         }
     }
