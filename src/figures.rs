@@ -2,7 +2,7 @@
 //! `cargo run --release --example book_figures` writes them to `book/src/img/`, and the tests check
 //! that the committed files are what this code draws.
 
-use ndarray::Axis;
+use ndarray::{ArrayView2, Axis};
 
 use crate::plot::{self, Panel, Series};
 use crate::rng::torch::Generator;
@@ -140,6 +140,32 @@ pub fn learning_rate_curve(lrs: &[f64]) -> Figure {
     Figure {
         file: "s5_gpt_lr.svg".into(),
         svg,
+    }
+}
+
+/// The attention weights of a trained stage-5 model on `line`: `maps[b][h]` is block b's head h, a
+/// (T, T) matrix in row-major order. One panel per head, a row of panels per block.
+pub fn s5_attention_maps(title: &str, maps: &[Vec<Vec<f32>>], line: &str) -> Figure {
+    let labels: Vec<String> = line
+        .chars()
+        .map(|c| match c {
+            ' ' => "␣".to_string(),
+            '\n' => "⏎".to_string(),
+            c => c.to_string(),
+        })
+        .collect();
+    let t = labels.len();
+    let mut panels = vec![];
+    for (b, heads) in maps.iter().enumerate() {
+        for (h, weights) in heads.iter().enumerate() {
+            let view = ArrayView2::from_shape((t, t), &weights[..]).expect("(T, T) weights");
+            panels.push((format!("block {b}, head {h}"), view));
+        }
+    }
+    let per_row = maps.first().map_or(1, Vec::len);
+    Figure {
+        file: "s5_beyond_attention.svg".into(),
+        svg: plot::heatmap_grid(title, &panels, &labels, per_row),
     }
 }
 

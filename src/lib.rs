@@ -62,6 +62,8 @@ pub mod book {
     pub struct S5Gpt;
     #[doc = include_str!("../book/src/s5_tool.md")]
     pub struct S5Tool;
+    #[doc = include_str!("../book/src/s5_beyond.md")]
+    pub struct S5Beyond;
     #[doc = include_str!("../book/src/appendix_numbers.md")]
     pub struct AppendixNumbers;
     #[doc = include_str!("../book/src/appendix_determinism.md")]

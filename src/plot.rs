@@ -267,6 +267,68 @@ fn draw_scale(svg: &mut String, left: f64, top_of_scale: f64, n: usize, masked: 
     }
 }
 
+/// Side of one cell of a [`heatmap_grid`] panel, in pixels.
+const SMALL_CELL: f64 = 12.0;
+
+/// Heat maps of several attention-weight matrices, all (T, T), in rows of `per_row` panels, each titled.
+/// The cells carry no numbers; `labels` (one per token) run down the left and along the top of each
+/// panel, and the cells above the diagonal (the future a causal mask hides) are grey.
+pub fn heatmap_grid(
+    title: &str,
+    panels: &[(String, ArrayView2<f32>)],
+    labels: &[String],
+    per_row: usize,
+) -> String {
+    let t = labels.len();
+    let side = SMALL_CELL * t as f64;
+    let (margin, gap) = (24.0, 40.0); // room for the labels; between panels
+    let rows = panels.len().div_ceil(per_row.max(1));
+    let width = margin + (side + gap) * per_row.min(panels.len()) as f64;
+    let height = 40.0 + (margin + 20.0 + side + 16.0) * rows as f64;
+    let mut svg = open_svg(width, height, title);
+    for (k, (name, weights)) in panels.iter().enumerate() {
+        assert_eq!(weights.dim(), (t, t), "one label per row and column");
+        let left = margin + (side + gap) * (k % per_row) as f64;
+        let top = 40.0 + (margin + 20.0 + side + 16.0) * (k / per_row) as f64 + 16.0;
+        let _ = writeln!(
+            svg,
+            "<text x=\"{:.1}\" y=\"{top:.1}\" text-anchor=\"middle\">{}</text>",
+            left + side / 2.0,
+            escape(name)
+        );
+        let top = top + margin;
+        for (i, label) in labels.iter().enumerate() {
+            let at = SMALL_CELL * (i as f64 + 0.5);
+            let _ = writeln!(
+                svg,
+                "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"9\" text-anchor=\"middle\">{}</text>\n\
+                 <text x=\"{:.1}\" y=\"{:.1}\" font-size=\"9\" text-anchor=\"end\">{}</text>",
+                left + at,
+                top - 4.0,
+                escape(label),
+                left - 3.0,
+                top + at + 3.0,
+                escape(label)
+            );
+        }
+        for ((i, j), &w) in weights.indexed_iter() {
+            let fill = if j > i {
+                "#e0e0e0".to_string()
+            } else {
+                blue(f64::from(w))
+            };
+            let _ = writeln!(
+                svg,
+                "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{SMALL_CELL:.1}\" height=\"{SMALL_CELL:.1}\" fill=\"{fill}\"/>",
+                left + SMALL_CELL * j as f64,
+                top + SMALL_CELL * i as f64
+            );
+        }
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
 /// One line of a [`line_chart`].
 pub struct Series<'a> {
     pub name: &'a str,
@@ -421,6 +483,17 @@ mod tests {
         assert_eq!(svg.matches("url(#scale)").count(), 1);
         assert!(svg.contains(">head 0</text>") && svg.contains(">head 1</text>"));
         assert_eq!(svg.matches(&format!("fill=\"{}\"", blue(1.0))).count(), 2);
+    }
+
+    #[test]
+    fn heatmap_grid_draws_every_panel() {
+        let w = ndarray::arr2(&[[1.0f32, 0.0], [0.4, 0.6]]);
+        let panels = vec![("head 0".to_string(), w.view()); 3];
+        let labels = ["a".to_string(), "b".to_string()];
+        let svg = heatmap_grid("t", &panels, &labels, 2);
+        assert_eq!(svg.matches("<rect x=").count(), 3 * 4);
+        assert_eq!(svg.matches("#e0e0e0").count(), 3);
+        assert_eq!(svg.matches(">head 0</text>").count(), 3);
     }
 
     #[test]

@@ -241,11 +241,17 @@ fn included_rust(chapter: &Path) -> Vec<(String, String)> {
 }
 
 #[test]
-fn the_stage_5_chapter_shows_the_lesson_only() {
-    let chapter = book_src().join("s5_gpt.md");
-    let blocks = included_rust(&chapter);
-    assert!(blocks.len() >= 10, "the chapter shows the lesson's code");
-    for (what, code) in &blocks {
+fn the_stage_5_chapters_show_the_lesson_only() {
+    for name in ["s5_gpt.md", "s5_beyond.md"] {
+        let blocks = included_rust(&book_src().join(name));
+        assert!(blocks.len() >= 10, "{name} shows the lesson's code");
+        check_lesson_blocks(&blocks);
+    }
+}
+
+/// Each block is the lesson's code, with no word of the fast layer, and at most 45 lines.
+fn check_lesson_blocks(blocks: &[(String, String)]) {
+    for (what, code) in blocks {
         let lesson =
             what.contains("src/s5_gpt/") && !what.contains("/fast/") && !what.contains("/app/");
         assert!(lesson, "{what} is not from the lesson layer");
@@ -474,5 +480,61 @@ fn included_rust_of_chapters_1_to_4_fits_in_100_columns() {
         long.is_empty(),
         "lines over 100 columns:\n{}",
         long.join("\n")
+    );
+}
+
+/// The numbers with four decimals in `text` outside code blocks and includes (losses, as the tables print them).
+fn quoted_losses(text: &str) -> Vec<String> {
+    let mut in_code = false;
+    let mut found = vec![];
+    for line in text.lines() {
+        if line.starts_with("```") {
+            in_code = !in_code;
+        }
+        if in_code || line.contains("{{#include") {
+            continue;
+        }
+        let bytes = line.as_bytes();
+        for (i, _) in line.match_indices('.') {
+            let digits = |r: std::ops::Range<usize>| {
+                r.clone()
+                    .all(|k| bytes.get(k).is_some_and(u8::is_ascii_digit))
+            };
+            let whole = i > 0 && digits(i - 1..i);
+            let four = digits(i + 1..i + 5) && !digits(i + 5..i + 6);
+            if whole && four {
+                let start = line[..i]
+                    .rfind(|c: char| !c.is_ascii_digit())
+                    .map_or(0, |k| k + 1);
+                found.push(line[start..i + 5].to_string());
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn the_ablation_chapter_quotes_only_computed_losses() {
+    let chapter = fs::read_to_string(book_src().join("s5_beyond.md")).unwrap();
+    let mut computed = String::new();
+    for include in includes(&book_src().join("s5_beyond.md")) {
+        if include.path.extension().is_none_or(|e| e != "rs") {
+            computed.push_str(&fs::read_to_string(&include.path).unwrap());
+        }
+    }
+    let quoted = quoted_losses(&chapter);
+    assert!(quoted.len() >= 10, "the chapter discusses its figures");
+    assert_eq!(
+        quoted_losses("loss 2.0408, not 12.34567 or 1.5"),
+        ["2.0408"]
+    );
+    // 2.0406 is the tutorial's own published figure, quoted from the seed text.
+    let typed: Vec<&String> = quoted
+        .iter()
+        .filter(|q| *q != "2.0406" && !computed.contains(q.as_str()))
+        .collect();
+    assert!(
+        typed.is_empty(),
+        "s5_beyond.md quotes {typed:?}, which no generated table holds; run the ablation example"
     );
 }

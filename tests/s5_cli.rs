@@ -251,6 +251,125 @@ fn generate_and_eval_repeat_the_chapter_run() {
     assert_eq!(loss(&eval, "test loss:"), loss(&chapter, "loss:"));
 }
 
+/// The flags of a model with everything the tutorial's leaves out.
+const EVERYTHING: [&str; 6] = [
+    "--heads",
+    "4",
+    "--residual",
+    "--layer-norm",
+    "--dropout",
+    "0.1",
+];
+
+#[test]
+fn a_checkpoint_records_the_architecture_and_eval_and_generate_rebuild_it() {
+    let dir = scratch("architecture");
+    let steps = ["--max-steps", "20", "--quiet"];
+    ok(&[&["train", "--save", path(&dir)][..], &EVERYTHING, &steps].concat());
+    let config: serde_json::Value = serde_json::from_slice(&bytes(&dir, "config.json")).unwrap();
+    assert_eq!(config["qkv"], true, "--heads implies --qkv");
+    assert_eq!(config["heads"], 4);
+    assert_eq!(config["residual"], true);
+    assert_eq!(config["layer_norm"], true);
+    assert_eq!(config["dropout"], 0.1);
+    assert_eq!(config["mask_value"], -1e9);
+
+    let saved = checkpoint::load(&dir).unwrap();
+    let names: Vec<&str> = saved.weights.iter().map(|(n, _)| n.as_str()).collect();
+    for name in [
+        "blocks.0.attn.query.weight",
+        "blocks.1.attn.value.bias",
+        "blocks.0.ln1.weight",
+        "blocks.1.ln2.bias",
+        "ln_f.weight",
+    ] {
+        assert!(names.contains(&name), "{name} is not in {names:?}");
+    }
+    assert_eq!(
+        names.len(),
+        16 + 2 * (6 + 4) + 2,
+        "the tutorial's, q/k/v and ln per block, ln_f"
+    );
+
+    let chapter = ok(&[&EVERYTHING[..], &steps, &["--sample-len", "80"]].concat());
+    let sample = ok(&["generate", "--checkpoint", path(&dir), "--sample-len", "80"]);
+    assert!(
+        chapter.ends_with(&sample),
+        "chapter:\n{chapter}\ngenerate:\n{sample}"
+    );
+    let eval = ok(&["eval", "--checkpoint", path(&dir), "--quiet"]);
+    let loss = |text: &str, label: &str| {
+        let line = text.lines().find(|l| l.starts_with(label)).unwrap();
+        line[label.len()..].trim().to_string()
+    };
+    assert_eq!(loss(&eval, "test loss:"), loss(&chapter, "loss:"));
+}
+
+#[test]
+fn a_resumed_run_with_dropout_ends_bit_identical_to_an_uninterrupted_one() {
+    let (whole, parts) = (scratch("whole_dropout"), scratch("parts_dropout"));
+    let train = |dir: &Path, steps: &str| {
+        let args = [
+            "train",
+            "--save",
+            path(dir),
+            "--max-steps",
+            steps,
+            "--quiet",
+        ];
+        ok(&[&args[..], &EVERYTHING].concat());
+    };
+    train(&whole, "40");
+    train(&parts, "15");
+    ok(&[
+        "train",
+        "--resume",
+        path(&parts),
+        "--max-steps",
+        "40",
+        "--quiet",
+    ]);
+    for file in [MODEL_FILE, OPTIMIZER_FILE, "config.json"] {
+        assert!(
+            bytes(&whole, file) == bytes(&parts, file),
+            "{file} differs after resuming"
+        );
+    }
+}
+
+#[test]
+fn resuming_with_another_architecture_is_refused() {
+    let dir = scratch("other_architecture");
+    train_into(&dir, 3);
+    let resume = ["train", "--resume", path(&dir)];
+    for (flags, expect) in [
+        (
+            &["--residual"][..],
+            "--residual on differs from the checkpoint's off",
+        ),
+        (
+            &["--heads", "2"],
+            "--heads 2 differs from the checkpoint's 1",
+        ),
+        (
+            &["--heads", "1"],
+            "--qkv on differs from the checkpoint's off",
+        ),
+        (&["--layer-norm"], "--layer-norm on differs"),
+        (
+            &["--dropout", "0.1"],
+            "--dropout 0.1 differs from the checkpoint's 0",
+        ),
+        (
+            &["--mask-value", "0"],
+            "--mask-value 0 differs from the checkpoint's -1000000000",
+        ),
+    ] {
+        let msg = fails(&[&resume[..], flags].concat());
+        assert!(msg.contains(expect), "{flags:?}: {msg}");
+    }
+}
+
 #[test]
 fn temperature_and_top_k_change_the_sample() {
     let dir = scratch("sampling");
@@ -368,9 +487,20 @@ fn bad_settings_are_named_with_their_fix() {
         ),
         (&["train", "--lr", "-1"], "got -1"),
         (&["train", "--lr", "NaN"], "got NaN"),
+        (
+            &["train", "--heads", "3"],
+            "--heads: d_out (64) is not divisible by num_heads (3)",
+        ),
+        (
+            &["--heads", "0"],
+            "--heads 0 is out of range; use 1 to 1024",
+        ),
+        (&["train", "--dropout", "1"], "--dropout 1 is out of range"),
+        (&["--dropout", "-0.5"], "--dropout -0.5 is out of range"),
+        (&["--mask-value", "NaN"], "--mask-value NaN is not a score"),
         (&["--prompt", ""], "the prompt is empty"),
         (&["--prompt", "ROMEO¿é¿"], "'¿', 'é'"),
-        (&["--data", "no/such/file.txt"], "run data/fetch.sh"),
+        (&["--data", "no/such/file.txt"], "data/fetch.sh"),
         (
             &["train", "--plot", "no/such/folder/x.svg"],
             "no/such/folder does not exist",

@@ -11,8 +11,10 @@ use attention_from_scratch::s5_gpt::app::Config;
 use attention_from_scratch::s5_gpt::app::args::Cli;
 use attention_from_scratch::s5_gpt::backend::{Backend, Lesson};
 use attention_from_scratch::s5_gpt::fast::{Fast, team};
+use attention_from_scratch::s5_gpt::model::Architecture;
 use attention_from_scratch::s5_gpt::ops::MASK_VALUE;
 use attention_from_scratch::s5_gpt::optim::AdamW;
+use attention_from_scratch::s5_gpt::train::Recipe;
 use attention_from_scratch::s5_gpt::{NodeId, Tape, Tensor};
 
 /// Normal values from NumPy's generator, times `scale`.
@@ -130,13 +132,13 @@ fn mask_and_softmax_agree() {
     for (k, [b, t, _]) in SHAPES.into_iter().enumerate() {
         let scores = tensor(&[b, t, t], 20 + k as u32);
         agree("tril", std::slice::from_ref(&scores), |tape, x| {
-            tape.tril(x[0])
+            tape.tril(x[0], MASK_VALUE)
         });
         agree(
             "softmax of masked scores",
             std::slice::from_ref(&scores),
             |tape, x| {
-                let masked = tape.tril(x[0]);
+                let masked = tape.tril(x[0], MASK_VALUE);
                 tape.softmax(masked)
             },
         );
@@ -147,6 +149,44 @@ fn mask_and_softmax_agree() {
         }
         agree("softmax", &[odd], |tape, x| tape.softmax(x[0]));
     }
+}
+
+#[test]
+fn heads_dropout_and_layer_norm_agree() {
+    for (k, [b, t, c]) in SHAPES.into_iter().enumerate() {
+        let seed = 60 + k as u32;
+        let x = tensor(&[b, t, c], seed);
+        for h in (1..=c).filter(|h| c % h == 0).take(4) {
+            agree("split_heads", std::slice::from_ref(&x), |tape, x| {
+                tape.split_heads(x[0], h)
+            });
+            let heads = tensor(&[b, h, t, c / h], seed + 1);
+            agree("merge_heads", &[heads], |tape, x| tape.merge_heads(x[0]));
+        }
+        let (w, bias) = (tensor(&[c], seed + 2), tensor(&[c], seed + 3));
+        agree("layer_norm", &[x.clone(), w, bias], |tape, x| {
+            tape.layer_norm(x[0], x[1], x[2])
+        });
+        for p in [0.0, 0.1, 0.5] {
+            agree("dropout", std::slice::from_ref(&x), |tape, x| {
+                tape.dropout(x[0], p, &mut NumpyRandom::seed(seed))
+            });
+        }
+        let scores = tensor(&[b, t, t], seed + 4);
+        agree("tril(0) and softmax", &[scores], |tape, x| {
+            let masked = tape.tril(x[0], 0.0);
+            tape.softmax(masked)
+        });
+    }
+    // A row of equal values: the variance is 0 and 1/σ is 1/√ε.
+    let flat = Tensor::new(&[2, 8], vec![3.0; 16]);
+    let ones = Tensor::new(&[8], vec![1.0; 8]);
+    let zeros = Tensor::new(&[8], vec![0.0; 8]);
+    agree(
+        "layer_norm of a constant row",
+        &[flat, ones, zeros],
+        |tape, x| tape.layer_norm(x[0], x[1], x[2]),
+    );
 }
 
 #[test]
@@ -223,7 +263,20 @@ fn clipping_and_adamw_agree() {
 
 /// The chapter's trainer on `backend`'s layer after `steps` steps: its losses, parameters and a sample.
 fn trained(reference: bool, steps: usize) -> (Vec<u32>, Vec<u32>, String) {
+    trained_with(Architecture::default(), reference, steps)
+}
+
+/// Like [`trained`], for a model with `architecture`.
+fn trained_with(
+    architecture: Architecture,
+    reference: bool,
+    steps: usize,
+) -> (Vec<u32>, Vec<u32>, String) {
     let cfg = Config {
+        recipe: Recipe {
+            architecture,
+            ..Recipe::default()
+        },
         max_steps: Some(steps),
         reference,
         ..Config::default()
@@ -248,6 +301,25 @@ fn two_hundred_steps_give_the_same_bits_on_both_layers() {
     assert_eq!(lesson.0.len(), 200);
     assert!(lesson.0 == fast.0, "the losses differ");
     assert!(lesson.1 == fast.1, "the parameters differ after 200 steps");
+    assert_eq!(lesson.2, fast.2, "the samples differ");
+}
+
+#[test]
+fn everything_the_tutorial_leaves_out_gives_the_same_bits_on_both_layers() {
+    let everything = Architecture {
+        qkv: true,
+        heads: 4,
+        residual: true,
+        layer_norm: true,
+        dropout: 0.1,
+        ..Architecture::default()
+    };
+    let (lesson, fast) = (
+        trained_with(everything, true, 60),
+        trained_with(everything, false, 60),
+    );
+    assert!(lesson.0 == fast.0, "the losses differ");
+    assert!(lesson.1 == fast.1, "the parameters differ after 60 steps");
     assert_eq!(lesson.2, fast.2, "the samples differ");
 }
 

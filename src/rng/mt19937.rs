@@ -38,6 +38,38 @@ impl Mt19937 {
     }
     // ANCHOR_END: init_genrand
 
+    /// `init_by_array(key)`: the state NumPy's legacy `seed` builds from an array of seeds, such as
+    /// `np.random.seed([42, 7])`. It starts from `init_genrand(19650218)` and stirs every key word into
+    /// every state word, so that nearby keys give unrelated streams.
+    pub fn from_key(key: &[u32]) -> Self {
+        assert!(!key.is_empty(), "init_by_array needs at least one key word");
+        let mut mt = Mt19937::new(19_650_218);
+        let s = &mut mt.state;
+        let (mut i, mut j) = (1, 0);
+        for _ in 0..N.max(key.len()) {
+            let prev = s[i - 1] ^ (s[i - 1] >> 30);
+            s[i] = (s[i] ^ prev.wrapping_mul(1_664_525))
+                .wrapping_add(key[j])
+                .wrapping_add(j as u32);
+            (i, j) = (i + 1, (j + 1) % key.len());
+            if i >= N {
+                s[0] = s[N - 1];
+                i = 1;
+            }
+        }
+        for _ in 0..N - 1 {
+            let prev = s[i - 1] ^ (s[i - 1] >> 30);
+            s[i] = (s[i] ^ prev.wrapping_mul(1_566_083_941)).wrapping_sub(i as u32);
+            i += 1;
+            if i >= N {
+                s[0] = s[N - 1];
+                i = 1;
+            }
+        }
+        s[0] = 0x8000_0000; // the most significant bit is 1, so that the state is never all zero
+        mt
+    }
+
     // ANCHOR: twist
     /// Regenerates all 624 words at once (the "twist").
     fn twist(&mut self) {
@@ -114,6 +146,17 @@ mod tests {
         let mut mt = Mt19937::new(123);
         let got: Vec<u32> = (0..3).map(|_| mt.next_word()).collect();
         assert_eq!(got, [2991312382, 3062119789, 1228959102]);
+    }
+
+    #[test]
+    fn init_by_array_first_outputs() {
+        // mt19937ar.c's own test: init_by_array({0x123, 0x234, 0x345, 0x456}), as in mt19937ar.out.
+        let mut mt = Mt19937::from_key(&[0x123, 0x234, 0x345, 0x456]);
+        let got: Vec<u32> = (0..5).map(|_| mt.next_word()).collect();
+        assert_eq!(
+            got,
+            [1067595299, 955945823, 477289528, 4107218783, 4228976476]
+        );
     }
 
     #[test]

@@ -30,6 +30,15 @@ impl NumpyRandom {
         }
     }
 
+    /// `np.random.seed(key)` for an array of 32-bit seeds, e.g. `np.random.seed([42, 7])`:
+    /// `init_by_array(key)`, nothing cached.
+    pub fn seed_array(key: &[u32]) -> Self {
+        NumpyRandom {
+            mt: Mt19937::from_key(key),
+            gauss: None,
+        }
+    }
+
     // ANCHOR: random_sample
     /// `np.random.random_sample()`: 27 high bits of one word and 26 of the next make a 53-bit double.
     pub fn random_sample(&mut self) -> f64 {

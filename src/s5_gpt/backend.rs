@@ -32,8 +32,10 @@ pub enum Op {
         x: NodeId,
         s: f32,
     },
+    /// `value` is what the mask writes above the diagonal.
     Tril {
         x: NodeId,
+        value: f32,
     },
     Softmax {
         x: NodeId,
@@ -47,6 +49,26 @@ pub enum Op {
         x: NodeId,
         w: NodeId,
         b: NodeId,
+    },
+    SplitHeads {
+        x: NodeId,
+        heads: usize,
+    },
+    MergeHeads {
+        x: NodeId,
+    },
+    /// `mask` (0 or 1/(1 − p) per weight) is drawn when the node is recorded.
+    Dropout {
+        x: NodeId,
+        mask: Vec<f32>,
+    },
+    /// `mean` and `rstd` (1/σ), one per row, are filled by the forward pass.
+    LayerNorm {
+        x: NodeId,
+        w: NodeId,
+        b: NodeId,
+        mean: Vec<f32>,
+        rstd: Vec<f32>,
     },
     /// `probs` (N, V) is filled by the forward pass.
     CrossEntropy {
@@ -63,11 +85,15 @@ impl Op {
             Op::Leaf => vec![],
             Op::Embedding { table, .. } => vec![table],
             Op::Add { a, b } | Op::MatMul { a, b } => vec![a, b],
-            Op::Transpose { x } | Op::Scale { x, .. } | Op::Tril { x } | Op::Softmax { x } => {
-                vec![x]
-            }
-            Op::Gelu { x, .. } => vec![x],
-            Op::Linear { x, w, b } => vec![x, w, b],
+            Op::Transpose { x }
+            | Op::Scale { x, .. }
+            | Op::Tril { x, .. }
+            | Op::Softmax { x }
+            | Op::Gelu { x, .. }
+            | Op::SplitHeads { x, .. }
+            | Op::MergeHeads { x }
+            | Op::Dropout { x, .. } => vec![x],
+            Op::Linear { x, w, b } | Op::LayerNorm { x, w, b, .. } => vec![x, w, b],
             Op::CrossEntropy { logits, .. } => vec![logits],
         }
     }
@@ -85,6 +111,10 @@ impl Op {
             Op::Softmax { .. } => "softmax",
             Op::Gelu { .. } => "gelu",
             Op::Linear { .. } => "linear",
+            Op::SplitHeads { .. } => "split_heads",
+            Op::MergeHeads { .. } => "merge_heads",
+            Op::Dropout { .. } => "dropout",
+            Op::LayerNorm { .. } => "layer_norm",
             Op::CrossEntropy { .. } => "cross_entropy",
         }
     }
@@ -153,7 +183,7 @@ impl Backend for Lesson {
             Op::Transpose { x } => ops::transpose_forward(o, &v(x).data, rows_cols(v(x))),
             Op::MatMul { a, b } => ops::matmul_forward(o, &v(a).data, &v(b).data, mkn(v(a), v(b))),
             Op::Scale { x, s } => ops::scale_forward(o, &v(x).data, *s),
-            Op::Tril { x } => ops::tril_forward(o, &v(x).data, v(x).last_dim()),
+            Op::Tril { x, value } => ops::tril_forward(o, &v(x).data, v(x).last_dim(), *value),
             Op::Softmax { x } => ops::softmax_forward(o, &v(x).data, v(x).last_dim()),
             Op::Gelu { x, tanh } => {
                 *tanh = vec![0.0; o.len()];
@@ -161,6 +191,25 @@ impl Backend for Lesson {
             }
             Op::Linear { x, w, b } => {
                 ops::linear_forward(o, &v(x).data, &v(w).data, &v(b).data, v(w).shape[1])
+            }
+            Op::SplitHeads { x, .. } => {
+                ops::split_heads_forward(o, &v(x).data, heads_shape(&out.shape))
+            }
+            Op::MergeHeads { x } => {
+                ops::merge_heads_forward(o, &v(x).data, heads_shape(&v(x).shape))
+            }
+            Op::Dropout { x, mask } => ops::dropout_forward(o, &v(x).data, mask),
+            Op::LayerNorm {
+                x,
+                w,
+                b,
+                mean,
+                rstd,
+            } => {
+                let rows = o.len() / v(w).data.len();
+                (*mean, *rstd) = (vec![0.0; rows], vec![0.0; rows]);
+                let (x, w, b) = (&v(x).data, &v(w).data, &v(b).data);
+                ops::layer_norm_forward(o, (mean, rstd), x, w, b);
             }
             Op::CrossEntropy {
                 logits,
@@ -193,13 +242,29 @@ impl Backend for Lesson {
                 ops::matmul_backward(d_a, d_b, d_out, &v(a).data, &v(b).data, mkn(v(a), v(b)));
             }
             (Op::Scale { s, .. }, [d_x]) => ops::scale_backward(d_x, d_out, *s),
-            (Op::Tril { x }, [d_x]) => ops::tril_backward(d_x, d_out, v(x).last_dim()),
+            (Op::Tril { x, .. }, [d_x]) => ops::tril_backward(d_x, d_out, v(x).last_dim()),
             (Op::Softmax { .. }, [d_x]) => {
                 ops::softmax_backward(d_x, d_out, &out.data, out.last_dim())
             }
             (Op::Gelu { x, tanh }, [d_x]) => ops::gelu_backward(d_x, d_out, &v(x).data, tanh),
             (Op::Linear { x, w, .. }, [d_x, d_w, d_b]) => {
                 ops::linear_backward(d_x, d_w, d_b, d_out, &v(x).data, &v(w).data);
+            }
+            (Op::SplitHeads { .. }, [d_x]) => {
+                ops::split_heads_backward(d_x, d_out, heads_shape(&out.shape))
+            }
+            (Op::MergeHeads { x }, [d_x]) => {
+                ops::merge_heads_backward(d_x, d_out, heads_shape(&v(x).shape))
+            }
+            (Op::Dropout { mask, .. }, [d_x]) => ops::dropout_backward(d_x, d_out, mask),
+            (
+                Op::LayerNorm {
+                    x, w, mean, rstd, ..
+                },
+                [d_x, d_w, d_b],
+            ) => {
+                let (x, w) = (&v(x).data, &v(w).data);
+                ops::layer_norm_backward(d_x, d_w, d_b, d_out, x, w, (mean, rstd));
             }
             (Op::CrossEntropy { targets, probs, .. }, [d_logits]) => {
                 ops::cross_entropy_backward(d_logits, d_out[0], probs, targets);
@@ -218,6 +283,14 @@ impl Backend for Lesson {
 pub fn rows_cols(x: &Tensor) -> (usize, usize) {
     let (_, rows, cols) = x.matrices();
     (rows, cols)
+}
+
+/// (T, H, D) of a (B, H, T, D) tensor of heads.
+pub fn heads_shape(shape: &[usize]) -> (usize, usize, usize) {
+    let [.., h, t, d] = shape else {
+        panic!("heads are (B, H, T, D), not {shape:?}")
+    };
+    (*t, *h, *d)
 }
 
 /// (M, K, N) of the product of stacks (…, M, K) and (…, K, N).

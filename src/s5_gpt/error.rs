@@ -37,6 +37,10 @@ pub enum GptError {
     #[error("the prompt is empty; give at least one character with --prompt")]
     EmptyPrompt,
 
+    /// Stage 4's error: the heads must share the embedding size evenly.
+    #[error("--heads: {0} (d_out is --embedding-size here)")]
+    HeadsDontDivide(crate::Error),
+
     #[error("invalid setting: {0}")]
     Config(String),
 

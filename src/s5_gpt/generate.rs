@@ -49,7 +49,7 @@ pub fn generate(
     for _ in 0..steps {
         let window = &tokens[tokens.len().saturating_sub(model.config.context_size)..];
         tape.reset();
-        let logits = model.forward(tape, window, 1); // (1, L, V)
+        let logits = model.forward(tape, window, 1, None); // (1, L, V)
         let logits = tape.value(logits);
         let last = &logits.data[logits.data.len() - v..]; // (V)
         tokens.push(rng.choice(&probabilities(last, sampling)));

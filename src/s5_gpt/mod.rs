@@ -26,6 +26,10 @@
 //! | [`train`] | the hyperparameters and `GPTTrainer.train` and `.test` |
 //! | [`generate`](mod@generate) | `GPTTrainer.generate` |
 //!
+//! [`model::Architecture`] adds back what the tutorial's model leaves out (Q/K/V projections, heads,
+//! residual connections, LayerNorm, dropout, and the mask's value); the book's chapter "What the
+//! tutorial's model leaves out" measures each, with [`app::ablation`].
+//!
 //! `s5_gpt --reference` runs everything on the lesson's [`backend::Lesson`]; without it, on
 //! [`fast::Fast`]. The two agree to the bit (`tests/s5_layers.rs`).
 //!

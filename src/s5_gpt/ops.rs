@@ -12,6 +12,8 @@
 //! every training run; Appendix B explains why they are the same on every machine. Shapes: B batch,
 //! T tokens, C channels, V vocabulary, N = B·T rows.
 
+use crate::rng::numpy::NumpyRandom;
+
 // ANCHOR: dot
 /// Σ a[p]·b[p] over p in order, starting from 0: a multiply, then an add (never a fused multiply-add).
 fn dot(a: impl Iterator<Item = f32>, b: impl Iterator<Item = f32>) -> f32 {
@@ -136,16 +138,16 @@ pub fn scale_backward(d_x: &mut [f32], d_out: &[f32], s: f32) {
 // ANCHOR_END: scale
 
 // ANCHOR: tril
-/// The value masked scores take: −1e9 as float32, so that softmax gives them a weight of exactly 0.
+/// The tutorial's value for masked scores: −1e9 as float32, so that softmax gives them a weight of exactly 0.
 pub const MASK_VALUE: f32 = -1e9;
 
-/// `Tril`: keeps the lower triangle of each (T, T) matrix, diagonal included, and writes −1e9 above it,
-/// so that token t attends to tokens 0..=t only.
-pub fn tril_forward(out: &mut [f32], x: &[f32], t: usize) {
+/// `Tril`: keeps the lower triangle of each (T, T) matrix, diagonal included, and writes `value` above it
+/// (the tutorial's [`MASK_VALUE`]), so that token t attends to tokens 0..=t only.
+pub fn tril_forward(out: &mut [f32], x: &[f32], t: usize, value: f32) {
     out.copy_from_slice(x);
     for (r, row) in out.chunks_exact_mut(t).enumerate() {
         let i = r % t; // the row within its matrix
-        row[i + 1..].fill(MASK_VALUE);
+        row[i + 1..].fill(value);
     }
 }
 
@@ -260,6 +262,136 @@ pub fn linear_backward(
     }
 }
 // ANCHOR_END: linear
+
+// ANCHOR: heads
+/// Stage 4's `split_heads`: (B, T, H·D) → (B, H, T, D). Head h takes columns h·D..(h+1)·D of every token.
+pub fn split_heads_forward(out: &mut [f32], x: &[f32], (t, h, d): (usize, usize, usize)) {
+    for (out, x) in out
+        .chunks_exact_mut(t * h * d)
+        .zip(x.chunks_exact(t * h * d))
+    {
+        for (i, token) in x.chunks_exact(h * d).enumerate() {
+            for (head, part) in token.chunks_exact(d).enumerate() {
+                out[(head * t + i) * d..][..d].copy_from_slice(part); // out[head][i] = x[i][head]
+            }
+        }
+    }
+}
+
+/// A split's gradient goes back the way it came: merged.
+pub fn split_heads_backward(d_x: &mut [f32], d_out: &[f32], shape: (usize, usize, usize)) {
+    merge_heads_forward(d_x, d_out, shape);
+}
+
+/// Stage 4's `merge_heads`: (B, H, T, D) → (B, T, H·D), the heads side by side again.
+pub fn merge_heads_forward(out: &mut [f32], x: &[f32], (t, h, d): (usize, usize, usize)) {
+    for (out, x) in out
+        .chunks_exact_mut(t * h * d)
+        .zip(x.chunks_exact(t * h * d))
+    {
+        for (head, rows) in x.chunks_exact(t * d).enumerate() {
+            for (i, part) in rows.chunks_exact(d).enumerate() {
+                out[(i * h + head) * d..][..d].copy_from_slice(part); // out[i][head] = x[head][i]
+            }
+        }
+    }
+}
+
+/// A merge's gradient is split again.
+pub fn merge_heads_backward(d_x: &mut [f32], d_out: &[f32], shape: (usize, usize, usize)) {
+    split_heads_forward(d_x, d_out, shape);
+}
+// ANCHOR_END: heads
+
+// ANCHOR: dropout
+/// Stage 3's dropout mask: each weight is kept with probability 1 − p and then scaled by 1/(1 − p), so
+/// that a row of weights keeps its expected sum; the others become 0. It is NumPy's
+/// `(np.random.random_sample(n) >= p) * np.float32(1 / (1 - p))`: one draw per weight, in order.
+pub fn dropout_mask(mask: &mut [f32], rng: &mut NumpyRandom, p: f64) {
+    let scale = (1.0 / (1.0 - p)) as f32;
+    for m in mask {
+        *m = if rng.random_sample() >= p { scale } else { 0.0 };
+    }
+}
+
+/// Dropout: each weight times its entry of the mask.
+pub fn dropout_forward(out: &mut [f32], x: &[f32], mask: &[f32]) {
+    for ((o, x), m) in out.iter_mut().zip(x).zip(mask) {
+        *o = x * m;
+    }
+}
+
+/// The gradient passes where the weight was kept, scaled the same way.
+pub fn dropout_backward(d_x: &mut [f32], d_out: &[f32], mask: &[f32]) {
+    dropout_forward(d_x, d_out, mask);
+}
+// ANCHOR_END: dropout
+
+// ANCHOR: layer_norm
+/// LayerNorm's ε, PyTorch's and GPT-2's: it keeps 1/σ finite for a row whose values are all equal.
+pub const LAYER_NORM_EPS: f32 = 1e-5;
+
+/// LayerNorm of every row of C values: y = (x − μ)·(1/σ)·w + b, with μ the row's mean and σ² its
+/// variance plus ε (each mean as NumPy's `mean` adds up). Keeps μ and 1/σ of each row for the backward pass.
+pub fn layer_norm_forward(
+    y: &mut [f32],
+    (mean, rstd): (&mut [f32], &mut [f32]),
+    x: &[f32],
+    w: &[f32],
+    b: &[f32],
+) {
+    let c = w.len();
+    let rows = y.chunks_exact_mut(c).zip(x.chunks_exact(c));
+    for ((y, x), (mean, rstd)) in rows.zip(mean.iter_mut().zip(rstd.iter_mut())) {
+        let mu = pairwise_sum(x) / c as f32;
+        let variance = pairwise_sum_by(x, |v| (v - mu) * (v - mu)) / c as f32;
+        (*mean, *rstd) = (mu, 1.0 / (variance + LAYER_NORM_EPS).sqrt());
+        for (((y, &x), w), b) in y.iter_mut().zip(x).zip(w).zip(b) {
+            *y = (x - mu) * *rstd * w + b;
+        }
+    }
+}
+
+// ANCHOR_END: layer_norm
+
+// ANCHOR: layer_norm_backward
+/// With x̂ = (x − μ)/σ and g = d_y·w, row by row: d_x = (g − mean(g) − x̂·mean(g·x̂))/σ;
+/// and d_w = Σ over rows of d_y·x̂, d_b = Σ over rows of d_y, added in order.
+pub fn layer_norm_backward(
+    d_x: &mut [f32],
+    d_w: &mut [f32],
+    d_b: &mut [f32],
+    d_y: &[f32],
+    x: &[f32],
+    w: &[f32],
+    (mean, rstd): (&[f32], &[f32]),
+) {
+    let c = w.len();
+    let (mut x_hat, mut g, mut g_x_hat) = (vec![0.0; c], vec![0.0; c], vec![0.0; c]);
+    d_w.fill(0.0);
+    d_b.fill(0.0);
+    let rows = d_x
+        .chunks_exact_mut(c)
+        .zip(d_y.chunks_exact(c))
+        .zip(x.chunks_exact(c));
+    for (((d_x, d_y), x), (&mean, &rstd)) in rows.zip(mean.iter().zip(rstd)) {
+        for k in 0..c {
+            x_hat[k] = (x[k] - mean) * rstd;
+            g[k] = d_y[k] * w[k];
+            g_x_hat[k] = g[k] * x_hat[k];
+            d_w[k] += d_y[k] * x_hat[k];
+            d_b[k] += d_y[k];
+        }
+        let (g_mean, g_x_hat_mean) = (
+            pairwise_sum(&g) / c as f32,
+            pairwise_sum(&g_x_hat) / c as f32,
+        );
+        for ((d, &g), &x_hat) in d_x.iter_mut().zip(&g).zip(&x_hat) {
+            *d = (g - g_mean - x_hat * g_x_hat_mean) * rstd;
+        }
+    }
+}
+// ANCHOR_END: layer_norm_backward
 
 // ANCHOR: cross_entropy
 /// `GPTLoss` clips the target's probability to [1e-10, 1] before the log, so a 0 never gives ∞.

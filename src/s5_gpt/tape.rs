@@ -13,8 +13,10 @@
 //! forward/backward pair in [`super::ops`], run by the tape's [`Backend`].
 
 use super::backend::{Backend, Lesson, Op, mkn};
+use super::ops;
 use super::optim::AdamW;
 use super::tensor::{NodeId, Tensor};
+use crate::rng::numpy::NumpyRandom;
 
 /// The arena: values, gradients and the operations that made them, all indexed by [`NodeId`].
 pub struct Tape {
@@ -86,6 +88,21 @@ impl Tape {
         let mut out = Tensor::new(&shape, self.backend.buffer(len));
         self.backend.forward(&mut op, &self.values, &mut out);
         self.push(out, op)
+    }
+
+    /// The operation that made a node.
+    pub fn op(&self, id: NodeId) -> &Op {
+        &self.ops[id.0]
+    }
+
+    /// The nodes on the tape, parameters included.
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    /// Whether the tape holds no node at all.
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
     }
 
     pub fn value(&self, id: NodeId) -> &Tensor {
@@ -255,11 +272,11 @@ impl Tape {
         self.apply(self.value(x).shape.clone(), Op::Scale { x, s })
     }
 
-    /// `Tril`: −1e9 above the diagonal of each (T, T) matrix.
-    pub fn tril(&mut self, x: NodeId) -> NodeId {
+    /// `Tril`: `value` above the diagonal of each (T, T) matrix (the tutorial's is −1e9).
+    pub fn tril(&mut self, x: NodeId, value: f32) -> NodeId {
         let (_, rows, cols) = self.value(x).matrices();
         assert_eq!(rows, cols, "Tril masks square matrices");
-        self.apply(self.value(x).shape.clone(), Op::Tril { x })
+        self.apply(self.value(x).shape.clone(), Op::Tril { x, value })
     }
 
     /// `Softmax(axis=-1)`: each row of the last axis becomes weights that sum to 1.
@@ -285,6 +302,46 @@ impl Tape {
         let mut shape = xv.shape.clone();
         *shape.last_mut().unwrap() = n_out;
         self.apply(shape, Op::Linear { x, w, b }) // (B, T, out)
+    }
+
+    /// Stage 4's `split_heads`: (B, T, C) → (B, H, T, C/H).
+    pub fn split_heads(&mut self, x: NodeId, heads: usize) -> NodeId {
+        let shape = &self.value(x).shape;
+        let (c, t) = (shape[shape.len() - 1], shape[shape.len() - 2]);
+        assert!(c % heads == 0, "{heads} heads do not divide {c} channels");
+        let shape = [&shape[..shape.len() - 2], &[heads, t, c / heads]].concat();
+        self.apply(shape, Op::SplitHeads { x, heads }) // (B, H, T, D)
+    }
+
+    /// Stage 4's `merge_heads`: (B, H, T, D) → (B, T, H·D).
+    pub fn merge_heads(&mut self, x: NodeId) -> NodeId {
+        let shape = &self.value(x).shape;
+        let [.., h, t, d] = shape[..] else {
+            panic!("merge_heads needs (…, H, T, D), got {shape:?}")
+        };
+        let shape = [&shape[..shape.len() - 3], &[t, h * d]].concat();
+        self.apply(shape, Op::MergeHeads { x }) // (B, T, C)
+    }
+
+    /// Stage 3's dropout with probability `p`, its mask drawn from `rng` now (see [`ops::dropout_mask`]).
+    pub fn dropout(&mut self, x: NodeId, p: f64, rng: &mut NumpyRandom) -> NodeId {
+        let mut mask = self.backend.buffer(self.value(x).data.len());
+        ops::dropout_mask(&mut mask, rng, p);
+        self.apply(self.value(x).shape.clone(), Op::Dropout { x, mask })
+    }
+
+    /// LayerNorm over the last axis, with scale `w` (C) and shift `b` (C).
+    pub fn layer_norm(&mut self, x: NodeId, w: NodeId, b: NodeId) -> NodeId {
+        let (xv, c) = (self.value(x), self.value(w).data.len());
+        assert_eq!(xv.last_dim(), c, "LayerNorm({c}) got input {:?}", xv.shape);
+        let op = Op::LayerNorm {
+            x,
+            w,
+            b,
+            mean: vec![],
+            rstd: vec![],
+        };
+        self.apply(xv.shape.clone(), op) // (B, T, C)
     }
 
     /// `GPTLoss`: the mean cross-entropy of logits (…, V) against one target per row. A scalar node.

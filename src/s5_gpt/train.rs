@@ -9,7 +9,7 @@ use super::backend::Backend;
 use super::data::{Batch, CharDataset, Split};
 use super::error::GptError;
 use super::generate::{Sampling, generate};
-use super::model::{Gpt, GptConfig};
+use super::model::{Architecture, Gpt, GptConfig, dropout_masks};
 use super::optim::{AdamW, WarmupCosine};
 use super::tape::Tape;
 use super::tensor::Tensor;
@@ -30,6 +30,9 @@ pub struct Recipe {
     pub context_size: usize,
     pub embedding_size: usize,
     pub blocks: usize,
+    /// What the model adds to the tutorial's; in a checkpoint's `config.json`, fields of this same object.
+    #[serde(flatten)]
+    pub architecture: Architecture,
     /// The peak learning rate; the schedule ends at a tenth of it.
     pub lr: f64,
     /// `np.random.seed(seed)`: the initial weights, then the sampling.
@@ -44,6 +47,7 @@ impl Default for Recipe {
             context_size: 32,
             embedding_size: 64,
             blocks: 2,
+            architecture: Architecture::default(),
             lr: 1e-3,
             seed: 42,
         }
@@ -52,18 +56,19 @@ impl Default for Recipe {
 
 // ANCHOR: train_step
 /// One training step, in the tutorial's order: zero the gradients, forward, loss, backward, clip, update.
-/// Returns the loss of this batch before the update.
+/// Returns the loss of this batch before the update. `masks` draws the step's dropout masks, if any.
 pub fn train_step(
     tape: &mut Tape,
     model: &Gpt,
     optimizer: &mut AdamW,
     batch: &Batch,
     lr: f64,
+    masks: Option<&mut NumpyRandom>,
 ) -> f32 {
     optimizer.lr = lr;
     tape.reset();
     tape.zero_grad();
-    let logits = model.forward(tape, &batch.x, batch.rows); // (B, T, V)
+    let logits = model.forward(tape, &batch.x, batch.rows, masks); // (B, T, V)
     let loss = tape.cross_entropy(logits, &batch.y); // ()
     let value = tape.value(loss).data[0];
     tape.backward(loss);
@@ -106,7 +111,7 @@ pub fn test(
     for i in 0..batches {
         let batch = dataset.batch(Split::Test, i);
         tape.reset();
-        let logits = model.forward(tape, &batch.x, batch.rows); // (B, T, V)
+        let logits = model.forward(tape, &batch.x, batch.rows, None); // (B, T, V)
         logits_shape.clone_from(&tape.value(logits).shape);
         let loss = tape.cross_entropy(logits, &batch.y); // ()
         loss_sum += f64::from(tape.value(loss).data[0]);
@@ -176,6 +181,7 @@ impl Trainer {
             context_size: recipe.context_size,
             embedding_size: recipe.embedding_size,
             blocks: recipe.blocks,
+            architecture: recipe.architecture,
         };
         let model = Gpt::new(&mut tape, &mut rng, config);
         let total = recipe.epochs * dataset.len(Split::Train);
@@ -210,7 +216,10 @@ impl Trainer {
             let batch = self
                 .dataset
                 .batch(Split::Train, s % self.dataset.len(Split::Train));
-            let loss = train_step(&mut self.tape, &self.model, &mut self.optimizer, &batch, lr);
+            let dropout = self.recipe.architecture.dropout > 0.0;
+            let mut masks = dropout.then(|| dropout_masks(self.recipe.seed, s));
+            let (tape, optimizer) = (&mut self.tape, &mut self.optimizer);
+            let loss = train_step(tape, &self.model, optimizer, &batch, lr, masks.as_mut());
             if !loss.is_finite() {
                 return Err(GptError::LossNotFinite {
                     step: s,

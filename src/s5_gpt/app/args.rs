@@ -9,9 +9,11 @@ use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use super::config::{
-    BATCH_SIZE, BENCH, BLOCKS, CONTEXT_SIZE, Config, EMBEDDING_SIZE, EPOCHS, LOG_EVERY, MAX_STEPS,
-    SAMPLE_LEN, SAVE_EVERY, THREADS, TOP_K,
+    BATCH_SIZE, BENCH, BLOCKS, CONTEXT_SIZE, Config, EMBEDDING_SIZE, EPOCHS, HEADS, LOG_EVERY,
+    MAX_STEPS, SAMPLE_LEN, SAVE_EVERY, THREADS, TOP_K,
 };
+use crate::s5_gpt::model::Architecture;
+use crate::s5_gpt::ops::MASK_VALUE;
 use crate::s5_gpt::train::Recipe;
 
 /// Train the tiny GPT of the NumPy causal-attention chapter, test it, and sample from it.
@@ -30,7 +32,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Train the model, saving and resuming checkpoints (Ctrl-C saves one and stops)
-    Train(TrainArgs),
+    Train(Box<TrainArgs>),
     /// Sample text from a checkpoint
     Generate(GenerateArgs),
     /// Print a checkpoint's mean loss on the test part of the text
@@ -54,6 +56,8 @@ pub struct RecipeArgs {
     #[arg(long, value_name = "N", default_value_t = 2,
           help = BLOCKS.help("Transformer blocks (attention, then feed-forward)"))]
     pub blocks: usize,
+    #[command(flatten)]
+    pub architecture: ArchitectureArgs,
     /// Peak learning rate, above 0 (warm-up over 100 steps, cosine down to a tenth)
     #[arg(long, default_value_t = 1e-3, allow_negative_numbers = true)]
     pub lr: f64,
@@ -70,14 +74,59 @@ impl RecipeArgs {
             context_size: self.context_size,
             embedding_size: self.embedding_size,
             blocks: self.blocks,
+            architecture: self.architecture.architecture(),
             lr: self.lr,
             seed: self.seed,
         }
     }
 }
 
+/// What the tutorial's model leaves out; without these flags the model is the tutorial's.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "What the tutorial's model leaves out")]
+pub struct ArchitectureArgs {
+    /// Query, key and value projections before the attention (stage 2's Linear)
+    #[arg(long)]
+    pub qkv: bool,
+    #[arg(long, value_name = "N",
+          help = HEADS.help("Attention heads (stage 4); implies --qkv and must divide --embedding-size [default: 1]"))]
+    pub heads: Option<usize>,
+    /// Residual connections: each block adds the attention's and the feed-forward network's outputs to their inputs
+    #[arg(long)]
+    pub residual: bool,
+    /// LayerNorm before the attention, the feed-forward network and the output layer (pre-LN, as in GPT-2)
+    #[arg(long)]
+    pub layer_norm: bool,
+    /// Dropout on the attention weights while training (stage 3): the probability P of zeroing each, 0 <= P < 1
+    #[arg(
+        long,
+        value_name = "P",
+        default_value_t = 0.0,
+        allow_negative_numbers = true
+    )]
+    pub dropout: f64,
+    /// The score the causal mask writes above the diagonal; 0 lets each character see the ones after it
+    #[arg(long, value_name = "V", default_value_t = MASK_VALUE, allow_negative_numbers = true)]
+    pub mask_value: f32,
+}
+
+impl ArchitectureArgs {
+    pub fn architecture(&self) -> Architecture {
+        Architecture {
+            qkv: self.qkv || self.heads.is_some(),
+            heads: self.heads.unwrap_or(1),
+            residual: self.residual,
+            layer_norm: self.layer_norm,
+            dropout: self.dropout,
+            mask_value: self.mask_value,
+        }
+    }
+}
+
 /// Each recipe flag: clap's id, the flag, and its value in `recipe`. A resumed run compares them.
-pub fn recipe_flags(recipe: &Recipe) -> [(&'static str, &'static str, String); 7] {
+pub fn recipe_flags(recipe: &Recipe) -> [(&'static str, &'static str, String); 13] {
+    let on_off = |on: bool| if on { "on" } else { "off" }.to_string();
+    let arch = &recipe.architecture;
     [
         ("epochs", "--epochs", recipe.epochs.to_string()),
         ("batch_size", "--batch-size", recipe.batch_size.to_string()),
@@ -94,6 +143,12 @@ pub fn recipe_flags(recipe: &Recipe) -> [(&'static str, &'static str, String); 7
         ("blocks", "--blocks", recipe.blocks.to_string()),
         ("lr", "--lr", recipe.lr.to_string()),
         ("seed", "--seed", recipe.seed.to_string()),
+        ("heads", "--heads", arch.heads.to_string()),
+        ("qkv", "--qkv", on_off(arch.qkv)),
+        ("residual", "--residual", on_off(arch.residual)),
+        ("layer_norm", "--layer-norm", on_off(arch.layer_norm)),
+        ("dropout", "--dropout", arch.dropout.to_string()),
+        ("mask_value", "--mask-value", arch.mask_value.to_string()),
     ]
 }
 
@@ -311,10 +366,12 @@ impl Cli {
     }
 }
 
-/// The ids of the recipe flags typed on the command line (not taken from their defaults).
+/// The ids of the recipe flags typed on the command line (not taken from their defaults). `--heads`
+/// counts as `--qkv` too, since it implies it.
 fn given_recipe_flags(m: &ArgMatches) -> Vec<&'static str> {
+    let typed = |id: &str| m.value_source(id) == Some(ValueSource::CommandLine);
     let ids = recipe_flags(&Recipe::default()).map(|(id, _, _)| id);
     ids.into_iter()
-        .filter(|id| m.value_source(id) == Some(ValueSource::CommandLine))
+        .filter(|&id| typed(id) || (id == "qkv" && typed("heads")))
         .collect()
 }

@@ -22,9 +22,16 @@ use crate::s5_gpt::train::Trainer;
 const WARMUP: usize = 20;
 
 /// The parts of a step that the breakdown reports, and the ops (by name) that make each up.
-const PARTS: [(&str, &[&str]); 6] = [
+const PARTS: [(&str, &[&str]); 7] = [
     ("matrix products", &["matmul", "linear"]),
-    ("scale, mask, softmax", &["scale", "tril", "softmax"]),
+    (
+        "scale, mask, softmax",
+        &["scale", "tril", "softmax", "dropout"],
+    ),
+    (
+        "heads, LayerNorm",
+        &["split_heads", "merge_heads", "layer_norm"],
+    ),
     ("GELU", &["gelu"]),
     ("loss", &["cross_entropy"]),
     ("clip, AdamW", &["clip_grad_norm", "adamw"]),
@@ -37,7 +44,8 @@ pub fn flops_per_step(model: &GptConfig, batch: usize) -> u64 {
     let (t, c, v) = (model.context_size, model.embedding_size, model.vocab_size);
     let n = batch * t; // N = B·T rows
     let attention = 2 * batch * t * t * c; // x·xᵀ and weights·x
-    let linears = n * c * c + 2 * n * c * 4 * c; // attention's output, feed-forward in and out
+    let projections = if model.architecture.qkv { 4 } else { 1 }; // the output, and W_query, W_key, W_value
+    let linears = projections * n * c * c + 2 * n * c * 4 * c; // and feed-forward in and out
     let forward = model.blocks * (attention + linears) + n * c * v;
     (3 * 2 * forward) as u64
 }
@@ -51,7 +59,7 @@ pub struct BenchReport {
     /// The median time of a training step, timers off.
     pub median: Duration,
     pub flops_per_step: u64,
-    /// Each part's median time per step, timers on, in the order of the breakdown (products, softmax, GELU, loss, optimiser, the rest).
+    /// Each part's median time per step, timers on, in the order of the breakdown (products, softmax, heads and LayerNorm, GELU, loss, optimiser, the rest).
     pub parts: Vec<(&'static str, Duration)>,
 }
 

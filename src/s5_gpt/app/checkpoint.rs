@@ -28,6 +28,8 @@ use super::files::{sha256_hex, write_atomic};
 use crate::rng::numpy::NumpyRandom;
 use crate::s5_gpt::error::GptError;
 use crate::s5_gpt::model::{Gpt, GptConfig};
+#[cfg(test)]
+use crate::s5_gpt::model::Architecture;
 use crate::s5_gpt::tape::Tape;
 use crate::s5_gpt::tensor::Tensor;
 use crate::s5_gpt::train::{MAX_GRAD_NORM, Recipe, TrainState, WARMUP_STEPS};
@@ -64,6 +66,7 @@ impl SavedConfig {
             context_size: self.recipe.context_size,
             embedding_size: self.recipe.embedding_size,
             blocks: self.recipe.blocks,
+            architecture: self.recipe.architecture,
         }
     }
 
@@ -241,21 +244,38 @@ fn parameter_shapes(config: GptConfig) -> Vec<(String, Vec<usize>)> {
         context_size: t,
         embedding_size: c,
         blocks,
+        architecture,
     } = config;
     let mut shapes = vec![
         ("tok_emb.weight".to_string(), vec![v, c]),
         ("pos_emb.weight".to_string(), vec![t, c]),
     ];
-    let mut linear = |name: String, n_in: usize, n_out: usize| {
-        shapes.push((format!("{name}.weight"), vec![n_out, n_in]));
-        shapes.push((format!("{name}.bias"), vec![n_out]));
+    let mut pair = |name: String, weight: Vec<usize>, bias: usize| {
+        shapes.push((format!("{name}.weight"), weight));
+        shapes.push((format!("{name}.bias"), vec![bias]));
     };
     for i in 0..blocks {
-        linear(format!("blocks.{i}.attn.out"), c, c);
-        linear(format!("blocks.{i}.ff.in"), c, 4 * c);
-        linear(format!("blocks.{i}.ff.out"), 4 * c, c);
+        pair(format!("blocks.{i}.attn.out"), vec![c, c], c);
+        pair(format!("blocks.{i}.ff.in"), vec![4 * c, c], 4 * c);
+        pair(format!("blocks.{i}.ff.out"), vec![c, 4 * c], c);
     }
-    linear("head".to_string(), c, v);
+    pair("head".to_string(), vec![v, c], v);
+    // What the tutorial's model leaves out, after all of its own parameters.
+    for i in 0..blocks {
+        if architecture.qkv {
+            for name in ["query", "key", "value"] {
+                pair(format!("blocks.{i}.attn.{name}"), vec![c, c], c);
+            }
+        }
+        if architecture.layer_norm {
+            for name in ["ln1", "ln2"] {
+                pair(format!("blocks.{i}.{name}"), vec![c], c);
+            }
+        }
+    }
+    if architecture.layer_norm {
+        pair("ln_f".to_string(), vec![c], c);
+    }
     shapes
 }
 
@@ -385,19 +405,29 @@ mod tests {
 
     #[test]
     fn parameter_shapes_are_the_models() {
-        let config = GptConfig {
-            vocab_size: 5,
-            context_size: 3,
-            embedding_size: 2,
-            blocks: 2,
+        let full = Architecture {
+            qkv: true,
+            heads: 2,
+            residual: true,
+            layer_norm: true,
+            ..Architecture::default()
         };
-        let mut tape = Tape::new();
-        let model = Gpt::new(&mut tape, &mut NumpyRandom::seed(0), config);
-        let built: Vec<(String, Vec<usize>)> = model
-            .named_parameters()
-            .into_iter()
-            .map(|(name, id)| (name, tape.value(id).shape.clone()))
-            .collect();
-        assert_eq!(parameter_shapes(config), built);
+        for architecture in [Architecture::default(), full] {
+            let config = GptConfig {
+                vocab_size: 5,
+                context_size: 3,
+                embedding_size: 2,
+                blocks: 2,
+                architecture,
+            };
+            let mut tape = Tape::new();
+            let model = Gpt::new(&mut tape, &mut NumpyRandom::seed(0), config);
+            let built: Vec<(String, Vec<usize>)> = model
+                .named_parameters()
+                .into_iter()
+                .map(|(name, id)| (name, tape.value(id).shape.clone()))
+                .collect();
+            assert_eq!(parameter_shapes(config), built, "{architecture:?}");
+        }
     }
 }

@@ -67,6 +67,11 @@ pub const BLOCKS: Limit = Limit {
     min: 1,
     max: 64,
 };
+pub const HEADS: Limit = Limit {
+    flag: "--heads",
+    min: 1,
+    max: 1024,
+};
 pub const THREADS: Limit = Limit {
     flag: "--threads",
     min: 0,
@@ -235,13 +240,15 @@ pub fn find_or_fetch(
     Ok(dest.to_path_buf())
 }
 
-/// The model's sizes and the training recipe, each in its range.
+/// The model's sizes, its architecture and the training recipe, each in its range.
 pub fn check_recipe(recipe: &Recipe) -> Result<(), GptError> {
     EPOCHS.check(recipe.epochs)?;
     BATCH_SIZE.check(recipe.batch_size)?;
     CONTEXT_SIZE.check(recipe.context_size)?;
     EMBEDDING_SIZE.check(recipe.embedding_size)?;
     BLOCKS.check(recipe.blocks)?;
+    HEADS.check(recipe.architecture.heads)?;
+    recipe.architecture.check(recipe.embedding_size)?;
     if !(recipe.lr.is_finite() && recipe.lr > 0.0) {
         return Err(GptError::Config(format!(
             "--lr must be a positive number, got {}",

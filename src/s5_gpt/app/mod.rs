@@ -14,7 +14,9 @@
 //! | [`fetch`] | downloading Tiny Shakespeare on first use |
 //! | [`progress`] | the progress bar |
 //! | [`bench`](mod@bench) | `--bench`: time per step and per op |
+//! | [`ablation`] | the chapter "What the tutorial's model leaves out": its tables and attention maps |
 
+pub mod ablation;
 pub mod args;
 pub mod bench;
 pub mod chapter;

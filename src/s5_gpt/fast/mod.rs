@@ -45,7 +45,13 @@ impl Backend for Fast {
         self.pool.put(grad);
         match op {
             Op::Gelu { tanh, .. } => self.pool.put_f64(tanh),
-            Op::CrossEntropy { probs, .. } => self.pool.put(probs),
+            Op::CrossEntropy { probs, .. } | Op::Dropout { mask: probs, .. } => {
+                self.pool.put(probs)
+            }
+            Op::LayerNorm { mean, rstd, .. } => {
+                self.pool.put(mean);
+                self.pool.put(rstd);
+            }
             _ => {}
         }
     }
@@ -82,6 +88,18 @@ impl Backend for Fast {
             } => {
                 *probs = self.pool.take(v(logits).data.len());
                 o[0] = self.cross_entropy(probs, &v(logits).data, targets);
+            }
+            Op::LayerNorm {
+                x,
+                w,
+                b,
+                mean,
+                rstd,
+            } => {
+                let rows = o.len() / v(w).data.len();
+                (*mean, *rstd) = (self.pool.take(rows), self.pool.take(rows));
+                let (x, w, b) = (&v(x).data, &v(w).data, &v(b).data);
+                ops::layer_norm_forward(o, (mean, rstd), x, w, b);
             }
             _ => Lesson.forward(op, values, out),
         }

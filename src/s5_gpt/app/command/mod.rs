@@ -64,7 +64,7 @@ impl Cli {
         let done = |result: Result<(), GptError>| result.map(|()| Outcome::Done);
         match self.command {
             None => done(run_chapter(self.chapter, out)),
-            Some(Command::Train(args)) => train::run(args, out, stop),
+            Some(Command::Train(args)) => train::run(*args, out, stop),
             Some(Command::Generate(args)) => done(generate::run(args, out)),
             Some(Command::Eval(args)) => done(eval::run(args, out)),
         }
