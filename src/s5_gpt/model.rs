@@ -23,7 +23,8 @@ use crate::s4_multihead::head_dim;
 pub struct Architecture {
     /// Query, key and value projections before the attention (stage 2's `Linear`, C → C each).
     pub qkv: bool,
-    /// H, the attention heads, each D = C/H wide (stage 4's `MultiHeadAttention`).
+    /// H, the attention heads, each D = C/H wide (stage 4's `MultiHeadAttention`). The flag `--heads`
+    /// turns on `qkv` too; without projections the heads would split the tokens themselves.
     pub heads: usize,
     /// x + attention(x) and x + feed_forward(x): each block adds to its input instead of replacing it.
     pub residual: bool,
