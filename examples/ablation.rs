@@ -1,9 +1,9 @@
 //! The chapter "What the tutorial's model leaves out": `cargo run --release --example ablation`.
 //!
-//! Trains the tutorial's model, each thing it leaves out added alone, all of them, and all with dropout,
-//! each for the tutorial's two epochs (31,368 steps), then the tutorial's model and all of them with the
-//! mask writing 0. It writes the tables to `book/src/generated/` and the best model's attention maps to
-//! `book/src/img/`: nine runs of 1–3 minutes each on two cores.
+//! Trains the tutorial's model, each thing it leaves out added alone, all of them, and all with
+//! dropout, each for the tutorial's two epochs (31,368 steps), then the tutorial's model and all of
+//! them with the mask writing 0. It writes the tables to `book/src/generated/` and the best model's
+//! attention maps to `book/src/img/`: nine runs of 1–3 minutes each on two cores.
 //!
 //! `--max-steps N` trains N steps per model instead and only prints the tables.
 

@@ -1,7 +1,7 @@
 //! Draws the book's pictures into `book/src/img/`: `cargo run --release --example book_figures`.
 //!
-//! The attention heat maps take a moment; the stage-5 loss curve trains the GPT first (about a minute),
-//! unless `--attention-only` is given.
+//! The attention heat maps take a moment; the stage-5 loss curve trains the GPT first (about a
+//! minute), unless `--attention-only` is given.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -33,8 +33,8 @@ fn write(figure: &Figure) -> Result<(), GptError> {
     Ok(())
 }
 
-/// Trains stage 5 with the tutorial's settings and draws its loss curve and learning rate (about a minute
-/// in release).
+/// Trains stage 5 with the tutorial's settings and draws its loss curve and learning rate (about a
+/// minute in release).
 fn training_curves() -> Result<[Figure; 2], GptError> {
     let cfg = Config {
         progress: true,

@@ -1,4 +1,5 @@
-//! Stage 2: `cargo run --example s2_trainable`. Prints §3.4's cells and exercise 3.1 in the book's order.
+//! Stage 2: `cargo run --example s2_trainable`. Prints §3.4's cells and exercise 3.1 in the book's
+//! order.
 
 use std::process::ExitCode;
 

@@ -1,4 +1,5 @@
-//! What the stage examples share: the `--seed` flag, and turning an error into one line and an exit code.
+//! What the stage examples share: the `--seed` flag, and turning an error into one line and an exit
+//! code.
 
 use std::fmt::Display;
 use std::process::ExitCode;
@@ -10,8 +11,8 @@ use crate::BookSeeds;
 /// The flags of the chapter-3 examples (stages 1–4).
 #[derive(Debug, Parser)]
 pub struct SeedArgs {
-    /// Use seed N wherever the chapter calls torch.manual_seed (123 and 789), to compare with your own
-    /// PyTorch run. Without it, the book's seeds hold. Like PyTorch, N may be negative.
+    /// Use seed N wherever the chapter calls torch.manual_seed (123 and 789), to compare with your
+    /// own PyTorch run. Without it, the book's seeds hold. Like PyTorch, N may be negative.
     #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = torch_seed)]
     pub seed: Option<u64>,
 }
@@ -30,8 +31,8 @@ fn torch_seed(text: &str) -> Result<u64, String> {
 }
 
 impl SeedArgs {
-    /// Parses the command line of example `name`, whose `--help` starts with `about`. A bad flag exits
-    /// with clap's one-line error.
+    /// Parses the command line of example `name`, whose `--help` starts with `about`. A bad flag
+    /// exits with clap's one-line error.
     pub fn parse_for(name: &'static str, about: &'static str) -> BookSeeds {
         let matches = Self::command().name(name).about(about).get_matches();
         let args = Self::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
@@ -39,7 +40,8 @@ impl SeedArgs {
     }
 }
 
-/// Prints `error: …` on one line and fails, or succeeds quietly. A closed pipe (`… | head`) is not an error.
+/// Prints `error: …` on one line and fails, or succeeds quietly. A closed pipe (`… | head`) is not
+/// an error.
 pub fn exit_code<E: Display>(result: Result<(), E>) -> ExitCode {
     ExitCode::from(status(result))
 }

@@ -17,7 +17,8 @@ pub use error::Error;
 /// The seeds chapter 3 sets with `torch.manual_seed`. A reader's `--seed N` replaces both with `N`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BookSeeds {
-    /// The seed of the `torch.rand` weights, the dropout demos, `CausalAttention` and both multi-head layers.
+    /// The seed of the `torch.rand` weights, the dropout demos, `CausalAttention` and both
+    /// multi-head layers.
     pub seed_123: u64,
     /// The seed of `SelfAttention_v2` and of the weights §3.5.1 masks.
     pub seed_789: u64,

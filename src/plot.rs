@@ -270,9 +270,9 @@ fn draw_scale(svg: &mut String, left: f64, top_of_scale: f64, n: usize, masked: 
 /// Side of one cell of a [`heatmap_grid`] panel, in pixels.
 const SMALL_CELL: f64 = 12.0;
 
-/// Heat maps of several attention-weight matrices, all (T, T), in rows of `per_row` panels, each titled.
-/// The cells carry no numbers; `labels` (one per token) run down the left and along the top of each
-/// panel, and the cells above the diagonal (the future a causal mask hides) are grey.
+/// Heat maps of several attention-weight matrices, all (T, T), in rows of `per_row` panels, each
+/// titled. The cells carry no numbers; `labels` (one per token) run down the left and along the top
+/// of each panel, and the cells above the diagonal (the future a causal mask hides) are grey.
 pub fn heatmap_grid(
     title: &str,
     panels: &[(String, ArrayView2<f32>)],

@@ -67,8 +67,8 @@ impl MultiHeadAttentionWrapper {
 // ANCHOR_END: wrapper
 
 // ANCHOR: multi_head_attention
-/// D = d_out / num_heads, the width of one head. Every head gets the same number of columns, so d_out must
-/// be a multiple of num_heads.
+/// D = d_out / num_heads, the width of one head. Every head gets the same number of columns, so
+/// d_out must be a multiple of num_heads.
 pub fn head_dim(d_out: usize, num_heads: usize) -> Result<usize, Error> {
     if num_heads == 0 || !d_out.is_multiple_of(num_heads) {
         return Err(Error::HeadsDontDivide { d_out, num_heads });
@@ -76,8 +76,9 @@ pub fn head_dim(d_out: usize, num_heads: usize) -> Result<usize, Error> {
     Ok(d_out / num_heads)
 }
 
-/// `MultiHeadAttention`: the heads share three wide projections; their columns are split into heads, every
-/// head is attended to in one batched product, and `out_proj` mixes the heads' outputs.
+/// `MultiHeadAttention`: the heads share three wide projections; their columns are split into
+/// heads, every head is attended to in one batched product, and `out_proj` mixes the heads'
+/// outputs.
 #[derive(Clone, Debug)]
 pub struct MultiHeadAttention {
     /// (d_out, d_in): the `H` heads' query weights stacked, `D` rows each.

@@ -1,7 +1,9 @@
-//! The Mersenne Twister MT19937, the generator behind both `torch.manual_seed` and `np.random.seed`.
+//! The Mersenne Twister MT19937, the generator behind both `torch.manual_seed` and
+//! `np.random.seed`.
 //!
-//! Both libraries seed it the same way, with Matsumoto and Nishimura's `init_genrand` recurrence over a
-//! 32-bit seed, so one implementation serves both replays in [`super::torch`] and [`super::numpy`].
+//! Both libraries seed it the same way, with Matsumoto and Nishimura's `init_genrand` recurrence
+//! over a 32-bit seed, so one implementation serves both replays in [`super::torch`] and
+//! [`super::numpy`].
 
 use rand::RngCore;
 
@@ -39,8 +41,8 @@ impl Mt19937 {
     // ANCHOR_END: init_genrand
 
     /// `init_by_array(key)`: the state NumPy's legacy `seed` builds from an array of seeds, such as
-    /// `np.random.seed([42, 7])`. It starts from `init_genrand(19650218)` and stirs every key word into
-    /// every state word, so that nearby keys give unrelated streams.
+    /// `np.random.seed([42, 7])`. It starts from `init_genrand(19650218)` and stirs every key word
+    /// into every state word, so that nearby keys give unrelated streams.
     pub fn from_key(key: &[u32]) -> Self {
         assert!(!key.is_empty(), "init_by_array needs at least one key word");
         let mut mt = Mt19937::new(19_650_218);

@@ -1,9 +1,10 @@
 //! A replay of NumPy's legacy global generator: `np.random.seed`, `random_sample`, `randn` and
 //! `choice(…, p=…)`, bit for bit.
 //!
-//! Stage 5 follows a NumPy tutorial that calls `np.random.seed(42)` once and then draws every weight with
-//! `np.random.randn` and every generated character with `np.random.choice`. NumPy's legacy `RandomState`
-//! is an [`Mt19937`] seeded with `init_genrand`, so replaying it takes three small recipes:
+//! Stage 5 follows a NumPy tutorial that calls `np.random.seed(42)` once and then draws every
+//! weight with `np.random.randn` and every generated character with `np.random.choice`. NumPy's
+//! legacy `RandomState` is an [`Mt19937`] seeded with `init_genrand`, so replaying it takes three
+//! small recipes:
 //!
 //! | NumPy | words per draw | value |
 //! |---|---|---|
@@ -22,7 +23,8 @@ pub struct NumpyRandom {
 }
 
 impl NumpyRandom {
-    /// `np.random.seed(seed)` for a seed that fits in 32 bits: `init_genrand(seed)`, nothing cached.
+    /// `np.random.seed(seed)` for a seed that fits in 32 bits: `init_genrand(seed)`, nothing
+    /// cached.
     pub fn seed(seed: u32) -> Self {
         NumpyRandom {
             mt: Mt19937::new(seed),
@@ -40,7 +42,8 @@ impl NumpyRandom {
     }
 
     // ANCHOR: random_sample
-    /// `np.random.random_sample()`: 27 high bits of one word and 26 of the next make a 53-bit double.
+    /// `np.random.random_sample()`: 27 high bits of one word and 26 of the next make a 53-bit
+    /// double.
     pub fn random_sample(&mut self) -> f64 {
         let a = self.mt.next_word() >> 5;
         let b = self.mt.next_word() >> 6;
@@ -51,8 +54,9 @@ impl NumpyRandom {
     // ANCHOR: standard_normal
     /// `np.random.standard_normal()` (what `randn` draws): the legacy Marsaglia polar method.
     ///
-    /// Two uniforms on (−1, 1) are drawn until they fall inside the unit circle; the pair gives two normals.
-    /// NumPy returns `f·x2` and caches `f·x1` for the next call, so the order matters for a replay.
+    /// Two uniforms on (−1, 1) are drawn until they fall inside the unit circle; the pair gives two
+    /// normals. NumPy returns `f·x2` and caches `f·x1` for the next call, so the order matters for
+    /// a replay.
     pub fn standard_normal(&mut self) -> f64 {
         if let Some(cached) = self.gauss.take() {
             return cached;
@@ -79,12 +83,13 @@ impl NumpyRandom {
     // ANCHOR: choice
     /// `np.random.choice(len(p), p=p)`: one index drawn with probabilities `p`.
     ///
-    /// NumPy converts `p` to float64, builds the running sum, divides it by its last entry, draws one
-    /// [`random_sample`](Self::random_sample) `u` and returns the first index whose cumulative value
-    /// exceeds `u` (`searchsorted(…, side='right')`).
+    /// NumPy converts `p` to float64, builds the running sum, divides it by its last entry, draws
+    /// one [`random_sample`](Self::random_sample) `u` and returns the first index whose cumulative
+    /// value exceeds `u` (`searchsorted(…, side='right')`).
     ///
     /// # Panics
-    /// If `p` is empty. NumPy also rejects `p` whose sum is far from 1; the callers here pass a softmax.
+    /// If `p` is empty. NumPy also rejects `p` whose sum is far from 1; the callers here pass a
+    /// softmax.
     pub fn choice(&mut self, p: &[f64]) -> usize {
         assert!(!p.is_empty(), "choice needs at least one probability");
         let mut cdf = Vec::with_capacity(p.len());
@@ -138,7 +143,8 @@ mod tests {
 
     #[test]
     fn choice_matches_numpy() {
-        // np.random.seed(42); p = float32 [0.1, 0.2, 0.3, 0.4]; [np.random.choice(4, p=p) for _ in range(10)]
+        // np.random.seed(42); p = float32 [0.1, 0.2, 0.3, 0.4]; [np.random.choice(4, p=p) for _ in
+        // range(10)]
         let mut rng = NumpyRandom::seed(42);
         let p: Vec<f64> = [0.1f32, 0.2, 0.3, 0.4]
             .iter()
@@ -150,7 +156,8 @@ mod tests {
 
     #[test]
     fn choice_side_right_skips_zero_probabilities() {
-        // A u that lands exactly on a cumulative value moves past it, so a zero-probability entry is never picked.
+        // A u that lands exactly on a cumulative value moves past it, so a zero-probability entry
+        // is never picked.
         let mut rng = NumpyRandom::seed(0);
         for _ in 0..1000 {
             assert_eq!(rng.choice(&[0.0, 1.0, 0.0]), 1);

@@ -1,8 +1,8 @@
 //! A replay of PyTorch's CPU generator: `torch.manual_seed`, `torch.rand`, `uniform_`, `nn.Linear`
 //! initialisation and the dropout mask, bit for bit.
 //!
-//! Each sampler is a [`Distribution`], so [`RandomExt::random_using`] fills an array in row-major order, the
-//! order PyTorch draws in. Only the book's code paths are replayed:
+//! Each sampler is a [`Distribution`], so [`RandomExt::random_using`] fills an array in row-major
+//! order, the order PyTorch draws in. Only the book's code paths are replayed:
 //!
 //! | PyTorch | draws per element | value |
 //! |---|---|---|
@@ -10,8 +10,9 @@
 //! | `uniform_(a, b)` | one word | `u·(b−a) + a` with a single rounding (fused multiply-add) |
 //! | `bernoulli_(q)` in dropout | two words (53-bit double) | kept iff `u < q` |
 //!
-//! PyTorch 2.4 and older on Linux x86-64 with an Intel CPU drew dropout masks through MKL instead, so on such
-//! a machine the book's dropout cells print a different mask; the book and current PyTorch take the path here.
+//! PyTorch 2.4 and older on Linux x86-64 with an Intel CPU drew dropout masks through MKL instead,
+//! so on such a machine the book's dropout cells print a different mask; the book and current
+//! PyTorch take the path here.
 
 use ndarray::{Array, Array1, Array2, Dimension, ShapeBuilder};
 use ndarray_rand::RandomExt;
@@ -33,8 +34,8 @@ impl Distribution<f32> for Rand {
 // ANCHOR_END: rand
 
 // ANCHOR: uniform
-/// `tensor.uniform_(from, to)` on float32: `rand` mapped onto [from, to) with one fused multiply-add, as
-/// PyTorch's AVX2 and AVX-512 kernels compute it.
+/// `tensor.uniform_(from, to)` on float32: `rand` mapped onto [from, to) with one fused
+/// multiply-add, as PyTorch's AVX2 and AVX-512 kernels compute it.
 #[derive(Clone, Copy, Debug)]
 pub struct Uniform {
     from: f32,
@@ -60,7 +61,8 @@ impl Distribution<f32> for Uniform {
 // ANCHOR_END: uniform
 
 // ANCHOR: bernoulli
-/// `bernoulli_(q)` on the default CPU path: one 53-bit double per element, `true` (kept) iff `u < q`.
+/// `bernoulli_(q)` on the default CPU path: one 53-bit double per element, `true` (kept) iff `u <
+/// q`.
 #[derive(Clone, Copy, Debug)]
 pub struct Bernoulli {
     q: f64,
@@ -75,7 +77,8 @@ impl Distribution<bool> for Bernoulli {
 // ANCHOR_END: bernoulli
 
 // ANCHOR: kaiming_bound
-/// The bound `kaiming_uniform_(w, a=√5)` gives for `fan_in`, computed the way `torch.nn.init` does, in f64.
+/// The bound `kaiming_uniform_(w, a=√5)` gives for `fan_in`, computed the way `torch.nn.init` does,
+/// in f64.
 pub fn kaiming_bound(fan_in: usize) -> f64 {
     let a = 5f64.sqrt();
     let gain = (2.0 / (1.0 + a * a)).sqrt();
@@ -91,7 +94,8 @@ pub struct Generator {
 }
 
 impl Generator {
-    /// `torch.manual_seed(seed)`. PyTorch keeps the 64-bit seed but seeds MT19937 from its low 32 bits.
+    /// `torch.manual_seed(seed)`. PyTorch keeps the 64-bit seed but seeds MT19937 from its low 32
+    /// bits.
     pub fn manual_seed(seed: u64) -> Self {
         Generator {
             mt: Mt19937::new(seed as u32),
@@ -114,7 +118,8 @@ impl Generator {
     }
 
     // ANCHOR: linear
-    /// `nn.Linear(d_in, d_out, bias)`'s parameters: the weight `(d_out, d_in)` first, then the bias.
+    /// `nn.Linear(d_in, d_out, bias)`'s parameters: the weight `(d_out, d_in)` first, then the
+    /// bias.
     pub fn linear(
         &mut self,
         d_in: usize,
@@ -131,7 +136,8 @@ impl Generator {
 
     // ANCHOR: dropout
     /// `nn.Dropout(p)` in training mode: zero each element with probability `p`, scale the rest by
-    /// `1/(1−p)`. `p == 0` draws nothing and returns the input; `p == 1` draws nothing and returns zeros.
+    /// `1/(1−p)`. `p == 0` draws nothing and returns the input; `p == 1` draws nothing and returns
+    /// zeros.
     pub fn dropout<D: Dimension>(&mut self, x: &Array<f32, D>, p: f64) -> Array<f32, D> {
         assert!(
             (0.0..=1.0).contains(&p),
@@ -151,7 +157,8 @@ impl Generator {
     }
     // ANCHOR_END: dropout
 
-    /// The next raw word, for readers who want to compare with `torch.randint(0, 2**32, ...)`-style probes.
+    /// The next raw word, for readers who want to compare with `torch.randint(0, 2**32, ...)`-style
+    /// probes.
     pub fn next_word(&mut self) -> u32 {
         self.mt.next_u32()
     }
@@ -184,8 +191,9 @@ mod tests {
 
     #[test]
     fn linear_3_to_2_at_seed_789_bit_for_bit() {
-        // `torch.manual_seed(789); nn.Linear(3, 2, bias=False).weight`, the book's SelfAttention_v2 query.
-        // Expected bits from an exact-rational evaluation of `u·range + from` rounded once to f32.
+        // `torch.manual_seed(789); nn.Linear(3, 2, bias=False).weight`, the book's SelfAttention_v2
+        // query. Expected bits from an exact-rational evaluation of `u·range + from` rounded once
+        // to f32.
         let (w, b) = Generator::manual_seed(789).linear(3, 2, false);
         let bits: Vec<u32> = w.iter().map(|v| v.to_bits()).collect();
         assert_eq!(

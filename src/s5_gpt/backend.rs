@@ -1,14 +1,17 @@
-//! Lesson layer. What the tape records for each node, and the [`Backend`] that runs it: the lesson's
-//! plain functions of [`super::ops`] ([`Lesson`]), or the fast layer's kernels, which give the same bits.
+//! Lesson layer. What the tape records for each node, and the [`Backend`] that runs it: the
+//! lesson's plain functions of [`super::ops`] ([`Lesson`]), or the fast layer's kernels, which give
+//! the same bits.
 //!
-//! The tape decides *what* is computed and keeps the graph; a backend decides *how*. That split lets one
-//! tape, one model and one training loop run on either, and lets the tests compare the two op by op.
+//! The tape decides *what* is computed and keeps the graph; a backend decides *how*. That split
+//! lets one tape, one model and one training loop run on either, and lets the tests compare the two
+//! op by op.
 
 use super::ops;
 use super::optim::{self, AdamWStep};
 use super::tensor::{NodeId, Tensor};
 
-/// What made a node: the operation, its inputs, and what its backward pass needs besides their values.
+/// What made a node: the operation, its inputs, and what its backward pass needs besides their
+/// values.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Op {
     /// A parameter or an input: nothing to propagate.
@@ -120,22 +123,23 @@ impl Op {
     }
 }
 
-/// The arithmetic behind the tape and the optimiser. [`Lesson`] defines the results; another backend must
-/// give the same bits (the fast layer's tests check that it does).
+/// The arithmetic behind the tape and the optimiser. [`Lesson`] defines the results; another
+/// backend must give the same bits (the fast layer's tests check that it does).
 pub trait Backend {
     /// A buffer of `len` values, which the caller overwrites in full.
     fn buffer(&mut self, len: usize) -> Vec<f32> {
         vec![0.0; len]
     }
 
-    /// Takes back a finished node's value, gradient and op, for reuse (the lesson simply drops them).
+    /// Takes back a finished node's value, gradient and op, for reuse (the lesson simply drops
+    /// them).
     fn reclaim(&mut self, _value: Vec<f32>, _grad: Vec<f32>, _op: Op) {}
 
     /// Runs `op` on `values` (the tape so far) and writes the result into `out`.
     fn forward(&mut self, op: &mut Op, values: &[Tensor], out: &mut Tensor);
 
-    /// Writes the gradient of each of `op.inputs()` into `d_inputs`, from `d_out`, the gradient of the op's
-    /// output `out`.
+    /// Writes the gradient of each of `op.inputs()` into `d_inputs`, from `d_out`, the gradient of
+    /// the op's output `out`.
     fn backward(
         &mut self,
         op: &Op,

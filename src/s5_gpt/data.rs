@@ -1,7 +1,8 @@
-//! Lesson layer. The chapter's `CharDataset`: characters as tokens, a 90/10 split, overlapping windows, batches in order.
+//! Lesson layer. The chapter's `CharDataset`: characters as tokens, a 90/10 split, overlapping
+//! windows, batches in order.
 //!
-//! Expected figures for Tiny Shakespeare (`data/tinyshakespeare.txt`, sha256 `86c4e6aa…65ed`), with the
-//! tutorial's batch size 4, context 32 and stride 16:
+//! Expected figures for Tiny Shakespeare (`data/tinyshakespeare.txt`, sha256 `86c4e6aa…65ed`), with
+//! the tutorial's batch size 4, context 32 and stride 16:
 //!
 //! | figure | value |
 //! |---|---|
@@ -11,8 +12,8 @@
 //! | train windows → batches | 62,739 → **15,684** per epoch |
 //! | test windows → batches | 6,970 → **1,742** |
 //!
-//! Nothing is shuffled, so epoch after epoch sees the batches in the same order, and the last partial batch
-//! is dropped.
+//! Nothing is shuffled, so epoch after epoch sees the batches in the same order, and the last
+//! partial batch is dropped.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -128,8 +129,8 @@ impl CharDataset {
     }
 }
 
-/// `range(0, len(part) − T − 1, stride)`, counted from the part's start: where each window of T inputs
-/// plus one target starts.
+/// `range(0, len(part) − T − 1, stride)`, counted from the part's start: where each window of T
+/// inputs plus one target starts.
 fn windows(part: std::ops::Range<usize>, context_size: usize, stride: usize) -> Vec<usize> {
     let end = part.end.saturating_sub(context_size + 1);
     (part.start..end).step_by(stride).collect()
@@ -156,7 +157,8 @@ impl CharDataset {
         Ok(ds)
     }
 
-    /// A vocabulary without a text: enough to encode a prompt and decode a sample from a checkpoint.
+    /// A vocabulary without a text: enough to encode a prompt and decode a sample from a
+    /// checkpoint.
     pub fn from_vocab(vocab: Vec<char>) -> Self {
         CharDataset {
             vocab,

@@ -1,4 +1,5 @@
-//! Lesson layer. What can go wrong in stage 5 that a user can fix. Each message is one line: the problem, then the fix.
+//! Lesson layer. What can go wrong in stage 5 that a user can fix. Each message is one line: the
+//! problem, then the fix.
 
 use std::path::PathBuf;
 
@@ -7,7 +8,8 @@ pub enum GptError {
     #[error("data file {} not found: run data/fetch.sh (or `cargo run --release --example s5_gpt`, which downloads it on first use), or pass --data PATH", path.display())]
     DataMissing { path: PathBuf },
 
-    /// The corpus could not be downloaded; the message names the address, the reason and the way out.
+    /// The corpus could not be downloaded; the message names the address, the reason and the way
+    /// out.
     #[error("{0}")]
     Download(String),
 

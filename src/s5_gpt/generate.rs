@@ -7,13 +7,15 @@ use super::ops::pairwise_sum;
 use super::tape::Tape;
 use crate::rng::numpy::NumpyRandom;
 
-/// How the next character is drawn from the last position's logits. The default is the chapter's: the
-/// softmax of the logits as they are.
+/// How the next character is drawn from the last position's logits. The default is the chapter's:
+/// the softmax of the logits as they are.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Sampling {
-    /// The logits are divided by it first: below 1 the likely characters get likelier, above 1 less so.
+    /// The logits are divided by it first: below 1 the likely characters get likelier, above 1 less
+    /// so.
     pub temperature: f32,
-    /// Draw only among the k likeliest characters (and any tied with the k-th); `None` draws among all.
+    /// Draw only among the k likeliest characters (and any tied with the k-th); `None` draws among
+    /// all.
     pub top_k: Option<usize>,
 }
 
@@ -29,9 +31,9 @@ impl Default for Sampling {
 // ANCHOR: generate
 /// Continues `prompt` by `steps` characters and returns prompt and continuation together.
 ///
-/// Each step feeds the last ≤ T tokens (positions 0..L−1, so the window slides once it is full), turns the
-/// last position's logits into probabilities in float32, `exp(l − max) / Σ`, and draws the next token with
-/// NumPy's `np.random.choice(V, p=probs)` from `rng`.
+/// Each step feeds the last ≤ T tokens (positions 0..L−1, so the window slides once it is full),
+/// turns the last position's logits into probabilities in float32, `exp(l − max) / Σ`, and draws
+/// the next token with NumPy's `np.random.choice(V, p=probs)` from `rng`.
 pub fn generate(
     tape: &mut Tape,
     model: &Gpt,

@@ -2,11 +2,12 @@
 //!
 //! This stage follows the second seed text, the NumPy chapter "因果注意力" (causal attention) of the
 //! GPTmini book "从零开始大模型". It trains a character-level GPT on Tiny Shakespeare for two epochs and
-//! prints the test loss and a 512-character sample that starts with `ROMEO:`. Every number comes from a
-//! replay of the tutorial's float32 NumPy arithmetic, seeded like it with `np.random.seed(42)`.
+//! prints the test loss and a 512-character sample that starts with `ROMEO:`. Every number comes
+//! from a replay of the tutorial's float32 NumPy arithmetic, seeded like it with
+//! `np.random.seed(42)`.
 //!
-//! The stage comes in three parts, each depending only on the ones above it, as llm.c keeps its clean
-//! `train_gpt2.c` beside its fast versions:
+//! The stage comes in three parts, each depending only on the ones above it, as llm.c keeps its
+//! clean `train_gpt2.c` beside its fast versions:
 //!
 //! | layer | modules | what it is |
 //! |---|---|---|
@@ -26,9 +27,9 @@
 //! | [`train`] | the hyperparameters and `GPTTrainer.train` and `.test` |
 //! | [`generate`](mod@generate) | `GPTTrainer.generate` |
 //!
-//! [`model::Architecture`] adds back what the tutorial's model leaves out (Q/K/V projections, heads,
-//! residual connections, LayerNorm, dropout, and the mask's value); the book's chapter "What the
-//! tutorial's model leaves out" measures each, with [`app::ablation`].
+//! [`model::Architecture`] adds back what the tutorial's model leaves out (Q/K/V projections,
+//! heads, residual connections, LayerNorm, dropout, and the mask's value); the book's chapter "What
+//! the tutorial's model leaves out" measures each, with [`app::ablation`].
 //!
 //! `s5_gpt --reference` runs everything on the lesson's [`backend::Lesson`]; without it, on
 //! [`fast::Fast`]. The two agree to the bit (`tests/s5_layers.rs`).
@@ -44,8 +45,9 @@
 //! | the sample | `ROMEO:\nFamtany at yow,…` | `ROMEO:\nFamtany at!--will…` |
 //! | time per training step | about 1.2–1.6 ms (2-core x86-64, AVX2, 2 threads) | 9.8 ms |
 //!
-//! The losses drift apart slowly because OpenBLAS adds up a matrix product in another order; the sample
-//! follows NumPy's for as long as the probabilities agree closely enough to pick the same characters.
+//! The losses drift apart slowly because OpenBLAS adds up a matrix product in another order; the
+//! sample follows NumPy's for as long as the probabilities agree closely enough to pick the same
+//! characters.
 
 pub mod app;
 pub mod backend;

@@ -1,11 +1,13 @@
-//! Lesson layer. The chapter's model: `GPTEmbedding`, `GPTAttention`, `GPTFeedForward`, `GPTTransformer`, `GPTOutput`
-//! and `GPT`, with the tutorial's initialisation replayed from `np.random.seed(42)`.
+//! Lesson layer. The chapter's model: `GPTEmbedding`, `GPTAttention`, `GPTFeedForward`,
+//! `GPTTransformer`, `GPTOutput` and `GPT`, with the tutorial's initialisation replayed from
+//! `np.random.seed(42)`.
 //!
-//! The tutorial's model is deliberately bare: single-head causal attention with **no** query, key or value
-//! projections, then a feed-forward network, twice, with no residual connections, LayerNorm or dropout.
-//! With V = 65, T = 32, C = 64 and 2 blocks it has 84,929 parameters. An [`Architecture`] adds back what
-//! it leaves out, each piece from the stage that built it: stage 2's projections, stage 3's dropout,
-//! stage 4's heads, and GPT-2's residual connections and LayerNorm.
+//! The tutorial's model is deliberately bare: single-head causal attention with **no** query, key
+//! or value projections, then a feed-forward network, twice, with no residual connections,
+//! LayerNorm or dropout. With V = 65, T = 32, C = 64 and 2 blocks it has 84,929 parameters. An
+//! [`Architecture`] adds back what it leaves out, each piece from the stage that built it: stage
+//! 2's projections, stage 3's dropout, stage 4's heads, and GPT-2's residual connections and
+//! LayerNorm.
 
 use serde::{Deserialize, Serialize};
 
@@ -23,16 +25,21 @@ use crate::s4_multihead::head_dim;
 pub struct Architecture {
     /// Query, key and value projections before the attention (stage 2's `Linear`, C → C each).
     pub qkv: bool,
-    /// H, the attention heads, each D = C/H wide (stage 4's `MultiHeadAttention`). The flag `--heads`
-    /// turns on `qkv` too; without projections the heads would split the tokens themselves.
+    /// H, the attention heads, each D = C/H wide (stage 4's `MultiHeadAttention`). The flag
+    /// `--heads` turns on `qkv` too; without projections the heads would split the tokens
+    /// themselves.
     pub heads: usize,
-    /// x + attention(x) and x + feed_forward(x): each block adds to its input instead of replacing it.
+    /// x + attention(x) and x + feed_forward(x): each block adds to its input instead of replacing
+    /// it.
     pub residual: bool,
-    /// LayerNorm before the attention, the feed-forward network and the output layer (pre-LN, as GPT-2).
+    /// LayerNorm before the attention, the feed-forward network and the output layer (pre-LN, as
+    /// GPT-2).
     pub layer_norm: bool,
-    /// Stage 3's dropout on the attention weights, while training: each is zeroed with this probability.
+    /// Stage 3's dropout on the attention weights, while training: each is zeroed with this
+    /// probability.
     pub dropout: f64,
-    /// What `Tril` writes above the diagonal: the tutorial's −1e9, or 0 for the second seed's exercise.
+    /// What `Tril` writes above the diagonal: the tutorial's −1e9, or 0 for the second seed's
+    /// exercise.
     pub mask_value: f32,
 }
 
@@ -80,17 +87,17 @@ impl Architecture {
 // ANCHOR: dropout_masks
 /// The generator of training step `step`'s dropout masks: `np.random.RandomState([seed, step])`.
 ///
-/// Each step's masks depend on the seed and the step alone. A resumed run therefore draws the masks an
-/// uninterrupted one would, and the chapter's own stream (the initial weights, then the sampling) is left
-/// as it is.
+/// Each step's masks depend on the seed and the step alone. A resumed run therefore draws the masks
+/// an uninterrupted one would, and the chapter's own stream (the initial weights, then the
+/// sampling) is left as it is.
 pub fn dropout_masks(seed: u32, step: usize) -> NumpyRandom {
     let step = u32::try_from(step).expect("a step number fits in 32 bits");
     NumpyRandom::seed_array(&[seed, step])
 }
 // ANCHOR_END: dropout_masks
 
-/// The model's sizes: the tutorial's `GPT(vocab_size, context_size, embedding_size, blocks)`, and what it
-/// adds to the tutorial's model.
+/// The model's sizes: the tutorial's `GPT(vocab_size, context_size, embedding_size, blocks)`, and
+/// what it adds to the tutorial's model.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct GptConfig {
     /// V: distinct characters (65 for Tiny Shakespeare).
@@ -115,8 +122,9 @@ fn embedding_table(tape: &mut Tape, rng: &mut NumpyRandom, rows: usize, cols: us
     tape.param(Tensor::new(&[rows, cols], data))
 }
 
-/// `Linear(in, out)`: W (out, in) = `randn(out, in)` as float32 times √(2/in) (He initialisation). NumPy
-/// multiplies by a float64 scalar, so the product is float64 and is rounded once when stored. b = 0.
+/// `Linear(in, out)`: W (out, in) = `randn(out, in)` as float32 times √(2/in) (He initialisation).
+/// NumPy multiplies by a float64 scalar, so the product is float64 and is rounded once when stored.
+/// b = 0.
 #[derive(Clone, Copy, Debug)]
 pub struct Linear {
     pub weight: NodeId,
@@ -143,7 +151,8 @@ impl Linear {
 
 // ANCHOR: attention
 /// `GPTAttention`: causal self-attention, then a Linear C→C. The tutorial's attends with the tokens
-/// themselves (q = k = v = x) in one head; with projections and heads it is stage 4's `MultiHeadAttention`.
+/// themselves (q = k = v = x) in one head; with projections and heads it is stage 4's
+/// `MultiHeadAttention`.
 #[derive(Clone, Debug)]
 pub struct Attention {
     /// W_query, W_key and W_value (stage 4's names), or `None`: the tutorial's q = k = v = x.
@@ -244,7 +253,8 @@ impl LayerNorm {
 
 // ANCHOR: block
 /// `GPTTransformer`: attention, then feed-forward. The tutorial's has no residual connection and no
-/// LayerNorm; GPT-2's adds each sublayer's output to its input, and normalises the sublayer's input.
+/// LayerNorm; GPT-2's adds each sublayer's output to its input, and normalises the sublayer's
+/// input.
 #[derive(Clone, Debug)]
 pub struct Block {
     pub attention: Attention,
@@ -329,8 +339,8 @@ pub struct Gpt {
 }
 
 impl Gpt {
-    /// Logits (B, T, V) for token ids (B, T), given row-major as `ids` with `batch` rows. `masks` is the
-    /// dropout masks' generator while training ([`dropout_masks`]), `None` otherwise.
+    /// Logits (B, T, V) for token ids (B, T), given row-major as `ids` with `batch` rows. `masks`
+    /// is the dropout masks' generator while training ([`dropout_masks`]), `None` otherwise.
     pub fn forward(
         &self,
         tape: &mut Tape,
@@ -358,10 +368,11 @@ impl Gpt {
 
 // ANCHOR: gpt_new
 impl Gpt {
-    /// Builds the parameters on `tape`, drawing from `rng` in the tutorial's constructor order: token
-    /// table, position table, per block attention-out, ff-in and ff-out weights, then the output weight
-    /// (84,096 normals for the tutorial's sizes). What the tutorial leaves out comes after all of that,
-    /// so its weights stay the same: per block W_query, W_key, W_value, `ln_1` and `ln_2`, then `ln_f`.
+    /// Builds the parameters on `tape`, drawing from `rng` in the tutorial's constructor order:
+    /// token table, position table, per block attention-out, ff-in and ff-out weights, then the
+    /// output weight (84,096 normals for the tutorial's sizes). What the tutorial leaves out comes
+    /// after all of that, so its weights stay the same: per block W_query, W_key, W_value, `ln_1`
+    /// and `ln_2`, then `ln_f`.
     pub fn new(tape: &mut Tape, rng: &mut NumpyRandom, config: GptConfig) -> Self {
         let GptConfig {
             vocab_size: v,
@@ -396,9 +407,9 @@ impl Gpt {
 impl Gpt {
     /// Every parameter in the order it sits on the tape, with the name it has in a checkpoint: the
     /// tutorial's `tok_emb.weight`, `pos_emb.weight`, `blocks.{i}.attn.out.weight`,
-    /// `blocks.{i}.ff.in.bias`, …, `head.weight` and `head.bias`; then what an [`Architecture`] adds,
-    /// `blocks.{i}.attn.query.weight` (and `key`, `value`), `blocks.{i}.ln1.weight`, `blocks.{i}.ln2.bias`,
-    /// …, `ln_f.weight` and `ln_f.bias`. i counts from 0.
+    /// `blocks.{i}.ff.in.bias`, …, `head.weight` and `head.bias`; then what an [`Architecture`]
+    /// adds, `blocks.{i}.attn.query.weight` (and `key`, `value`), `blocks.{i}.ln1.weight`,
+    /// `blocks.{i}.ln2.bias`, …, `ln_f.weight` and `ln_f.bias`. i counts from 0.
     pub fn named_parameters(&self) -> Vec<(String, NodeId)> {
         let mut out = vec![
             ("tok_emb.weight".to_string(), self.token_embedding),

@@ -1,21 +1,23 @@
-//! Lesson layer. Every operation of the GPT as two plain functions: its forward pass and, right below it,
-//! its backward pass.
+//! Lesson layer. Every operation of the GPT as two plain functions: its forward pass and, right
+//! below it, its backward pass.
 //!
 //! These are the seed tutorial's `Tensor` operators (`+`, `@`, `transpose`, `*`) and its layers
-//! (`Embedding`, `Linear`, `Softmax`, and the chapter's own `Tril`, `GELU` and `GPTLoss`). As in llm.c, the
-//! functions work on slices and know nothing of the tape: a forward pass writes its output, and a backward
-//! pass writes the gradient of each input (`d_x`) from the gradient of the output (`d_out`). The tape
-//! records which operation made each node and calls these through [`super::backend`].
+//! (`Embedding`, `Linear`, `Softmax`, and the chapter's own `Tril`, `GELU` and `GPTLoss`). As in
+//! llm.c, the functions work on slices and know nothing of the tape: a forward pass writes its
+//! output, and a backward pass writes the gradient of each input (`d_x`) from the gradient of the
+//! output (`d_out`). The tape records which operation made each node and calls these through
+//! [`super::backend`].
 //!
-//! Arithmetic follows NumPy's float32: a product adds its terms in order, a sum along a row is NumPy's
-//! [`pairwise_sum`], and GELU computes in float64 where NumPy 2 does. These functions define the bits of
-//! every training run; Appendix B explains why they are the same on every machine. Shapes: B batch,
-//! T tokens, C channels, V vocabulary, N = B·T rows.
+//! Arithmetic follows NumPy's float32: a product adds its terms in order, a sum along a row is
+//! NumPy's [`pairwise_sum`], and GELU computes in float64 where NumPy 2 does. These functions
+//! define the bits of every training run; Appendix B explains why they are the same on every
+//! machine. Shapes: B batch, T tokens, C channels, V vocabulary, N = B·T rows.
 
 use crate::rng::numpy::NumpyRandom;
 
 // ANCHOR: dot
-/// Σ a[p]·b[p] over p in order, starting from 0: a multiply, then an add (never a fused multiply-add).
+/// Σ a[p]·b[p] over p in order, starting from 0: a multiply, then an add (never a fused
+/// multiply-add).
 fn dot(a: impl Iterator<Item = f32>, b: impl Iterator<Item = f32>) -> f32 {
     a.zip(b).fold(0.0, |sum, (a, b)| sum + a * b)
 }
@@ -49,7 +51,8 @@ pub fn add_forward(out: &mut [f32], a: &[f32], b: &[f32]) {
     }
 }
 
-/// `_unbroadcast`: `a` takes `d_out` as it is; `b` takes `d_out` summed over the leading axes, in order.
+/// `_unbroadcast`: `a` takes `d_out` as it is; `b` takes `d_out` summed over the leading axes, in
+/// order.
 pub fn add_backward(d_a: &mut [f32], d_b: &mut [f32], d_out: &[f32]) {
     d_a.copy_from_slice(d_out);
     d_b.fill(0.0);
@@ -138,11 +141,12 @@ pub fn scale_backward(d_x: &mut [f32], d_out: &[f32], s: f32) {
 // ANCHOR_END: scale
 
 // ANCHOR: tril
-/// The tutorial's value for masked scores: −1e9 as float32, so that softmax gives them a weight of exactly 0.
+/// The tutorial's value for masked scores: −1e9 as float32, so that softmax gives them a weight of
+/// exactly 0.
 pub const MASK_VALUE: f32 = -1e9;
 
-/// `Tril`: keeps the lower triangle of each (T, T) matrix, diagonal included, and writes `value` above it
-/// (the tutorial's [`MASK_VALUE`]), so that token t attends to tokens 0..=t only.
+/// `Tril`: keeps the lower triangle of each (T, T) matrix, diagonal included, and writes `value`
+/// above it (the tutorial's [`MASK_VALUE`]), so that token t attends to tokens 0..=t only.
 pub fn tril_forward(out: &mut [f32], x: &[f32], t: usize, value: f32) {
     out.copy_from_slice(x);
     for (r, row) in out.chunks_exact_mut(t).enumerate() {
@@ -151,7 +155,8 @@ pub fn tril_forward(out: &mut [f32], x: &[f32], t: usize, value: f32) {
     }
 }
 
-/// `x.grad += p.grad * keep`: the gradient passes where the score was kept and is 0 above the diagonal.
+/// `x.grad += p.grad * keep`: the gradient passes where the score was kept and is 0 above the
+/// diagonal.
 pub fn tril_backward(d_x: &mut [f32], d_out: &[f32], t: usize) {
     d_x.copy_from_slice(d_out);
     for (r, row) in d_x.chunks_exact_mut(t).enumerate() {
@@ -187,7 +192,8 @@ pub fn softmax_backward(d_x: &mut [f32], d_out: &[f32], s: &[f32], width: usize)
 // ANCHOR_END: softmax
 
 // ANCHOR: gelu
-/// √(2/π) as NumPy computes it: a float64 scalar, which makes the GELU arithmetic around it float64.
+/// √(2/π) as NumPy computes it: a float64 scalar, which makes the GELU arithmetic around it
+/// float64.
 pub fn gelu_c() -> f64 {
     (2.0 / std::f64::consts::PI).sqrt()
 }
@@ -198,8 +204,8 @@ pub fn gelu_tanh_arg(x: f32) -> f64 {
     gelu_c() * f64::from(x + 0.044715f32 * cube)
 }
 
-/// GELU, tanh form: 0.5·x·(1 + tanh(c·(x + 0.044715·x³))), rounded to float32. Keeps each tanh for the
-/// backward pass.
+/// GELU, tanh form: 0.5·x·(1 + tanh(c·(x + 0.044715·x³))), rounded to float32. Keeps each tanh for
+/// the backward pass.
 pub fn gelu_forward(out: &mut [f32], tanh_out: &mut [f64], x: &[f32]) {
     for ((o, t), &x) in out.iter_mut().zip(tanh_out.iter_mut()).zip(x) {
         *t = tanh(gelu_tanh_arg(x));
@@ -221,8 +227,8 @@ pub fn gelu_backward(d_x: &mut [f32], d_out: &[f32], x: &[f32], tanh_out: &[f64]
 // ANCHOR_END: gelu
 
 // ANCHOR: linear
-/// `Linear`: y = x·Wᵀ + b for N rows, with x (N, in), W (out, in) as in the tutorial, b (out), y (N, out).
-/// The bias is added after the whole sum, as `x @ W.T + b` does.
+/// `Linear`: y = x·Wᵀ + b for N rows, with x (N, in), W (out, in) as in the tutorial, b (out), y
+/// (N, out). The bias is added after the whole sum, as `x @ W.T + b` does.
 pub fn linear_forward(y: &mut [f32], x: &[f32], w: &[f32], b: &[f32], n_in: usize) {
     let n_out = b.len();
     for (y_row, x_row) in y.chunks_exact_mut(n_out).zip(x.chunks_exact(n_in)) {
@@ -264,7 +270,8 @@ pub fn linear_backward(
 // ANCHOR_END: linear
 
 // ANCHOR: heads
-/// Stage 4's `split_heads`: (B, T, H·D) → (B, H, T, D). Head h takes columns h·D..(h+1)·D of every token.
+/// Stage 4's `split_heads`: (B, T, H·D) → (B, H, T, D). Head h takes columns h·D..(h+1)·D of every
+/// token.
 pub fn split_heads_forward(out: &mut [f32], x: &[f32], (t, h, d): (usize, usize, usize)) {
     for (out, x) in out
         .chunks_exact_mut(t * h * d)
@@ -304,8 +311,8 @@ pub fn merge_heads_backward(d_x: &mut [f32], d_out: &[f32], shape: (usize, usize
 // ANCHOR_END: heads
 
 // ANCHOR: dropout
-/// Stage 3's dropout mask: each weight is kept with probability 1 − p and then scaled by 1/(1 − p), so
-/// that a row of weights keeps its expected sum; the others become 0. It is NumPy's
+/// Stage 3's dropout mask: each weight is kept with probability 1 − p and then scaled by 1/(1 − p),
+/// so that a row of weights keeps its expected sum; the others become 0. It is NumPy's
 /// `(np.random.random_sample(n) >= p) * np.float32(1 / (1 - p))`: one draw per weight, in order.
 pub fn dropout_mask(mask: &mut [f32], rng: &mut NumpyRandom, p: f64) {
     let scale = (1.0 / (1.0 - p)) as f32;
@@ -332,7 +339,8 @@ pub fn dropout_backward(d_x: &mut [f32], d_out: &[f32], mask: &[f32]) {
 pub const LAYER_NORM_EPS: f32 = 1e-5;
 
 /// LayerNorm of every row of C values: y = (x − μ)·(1/σ)·w + b, with μ the row's mean and σ² its
-/// variance plus ε (each mean as NumPy's `mean` adds up). Keeps μ and 1/σ of each row for the backward pass.
+/// variance plus ε (each mean as NumPy's `mean` adds up). Keeps μ and 1/σ of each row for the
+/// backward pass.
 pub fn layer_norm_forward(
     y: &mut [f32],
     (mean, rstd): (&mut [f32], &mut [f32]),
@@ -397,8 +405,8 @@ pub fn layer_norm_backward(
 /// `GPTLoss` clips the target's probability to [1e-10, 1] before the log, so a 0 never gives ∞.
 pub const PROB_FLOOR: f32 = 1e-10;
 
-/// `GPTLoss`: the mean over N positions of `−ln softmax(logits)[target]`, with logits (N, V). Keeps the
-/// softmax in `probs` (N, V) for the backward pass.
+/// `GPTLoss`: the mean over N positions of `−ln softmax(logits)[target]`, with logits (N, V). Keeps
+/// the softmax in `probs` (N, V) for the backward pass.
 pub fn cross_entropy_forward(probs: &mut [f32], logits: &[f32], targets: &[usize]) -> f32 {
     let v = logits.len() / targets.len();
     softmax_forward(probs, logits, v);
@@ -425,9 +433,9 @@ pub fn cross_entropy_backward(d_logits: &mut [f32], d_loss: f32, probs: &[f32], 
 /// NumPy's `np.sum` of a contiguous float32 array: pairwise summation with eight accumulators.
 ///
 /// NumPy adds blocks of at most 128 values with eight running sums, combines them as
-/// `((r0+r1)+(r2+r3)) + ((r4+r5)+(r6+r7))`, adds the leftovers in order, and splits longer arrays in
-/// two halves (a multiple of 8 on the left). Fewer than 8 values are added in order. Checked against
-/// NumPy 2.4 for lengths 1 to 20,000 and for rows of 2-D arrays (`axis=-1`).
+/// `((r0+r1)+(r2+r3)) + ((r4+r5)+(r6+r7))`, adds the leftovers in order, and splits longer arrays
+/// in two halves (a multiple of 8 on the left). Fewer than 8 values are added in order. Checked
+/// against NumPy 2.4 for lengths 1 to 20,000 and for rows of 2-D arrays (`axis=-1`).
 pub fn pairwise_sum(a: &[f32]) -> f32 {
     pairwise_sum_by(a, |x| x)
 }
@@ -479,9 +487,9 @@ pub const INV_FACT: [f64; 12] = [
 ];
 
 /// tanh from +, −, × and ÷ alone, so that it gives the same bits on every machine:
-/// tanh(a) = e / (e + 2) with e = expm1(2a), and expm1(y) = 2ᵏ·expm1(r) + (2ᵏ − 1) for y = k·ln 2 + r,
-/// |r| ≤ ln2/2, where expm1(r) is its Taylor series to r¹³. It agrees with `libm::tanh` to the last bit
-/// for 96% of inputs and is never more than 3 float64 ulps away.
+/// `tanh(a) = e / (e + 2)` with `e = expm1(2a)`, and `expm1(y) = 2ᵏ·expm1(r) + (2ᵏ − 1)` for
+/// `y = k·ln 2 + r`, `|r| ≤ ln2/2`, where `expm1(r)` is its Taylor series to r¹³. It agrees with
+/// `libm::tanh` to the last bit for 96% of inputs and is never more than 3 float64 ulps away.
 pub fn tanh(x: f64) -> f64 {
     let y = 2.0 * x.abs().min(20.0); // tanh(20) is 1 in float64
     let rounded = y * std::f64::consts::LOG2_E + ROUND;
@@ -527,7 +535,8 @@ mod tests {
 
     #[test]
     fn pairwise_sum_matches_numpy() {
-        // np.sum(np.arange(n, dtype=np.float32) * np.float32(0.1)) for these n, as printed by NumPy 2.4.
+        // np.sum(np.arange(n, dtype=np.float32) * np.float32(0.1)) for these n, as printed by NumPy
+        // 2.4.
         let sum = |n: usize| pairwise_sum(&(0..n).map(|i| i as f32 * 0.1f32).collect::<Vec<_>>());
         assert_eq!(sum(5), 1.0);
         assert_eq!(sum(65), 207.99998);

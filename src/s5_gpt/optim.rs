@@ -1,8 +1,10 @@
-//! Lesson layer. The tutorial's `AdamWOptimizer`, its `clip_grad_norm` and the `WarmupCosineScheduler`.
+//! Lesson layer. The tutorial's `AdamWOptimizer`, its `clip_grad_norm` and the
+//! `WarmupCosineScheduler`.
 //!
-//! Arithmetic is float32 as in NumPy: Python-float hyper-parameters (lr, betas, eps, weight decay) are
-//! rounded to float32 before use, and the few quantities the tutorial computes in Python doubles (bias
-//! corrections, the gradient norm, the clip scale, the learning rate) are float64 here too.
+//! Arithmetic is float32 as in NumPy: Python-float hyper-parameters (lr, betas, eps, weight decay)
+//! are rounded to float32 before use, and the few quantities the tutorial computes in Python
+//! doubles (bias corrections, the gradient norm, the clip scale, the learning rate) are float64
+//! here too.
 
 use super::ops::pairwise_sum;
 use super::tensor::Tensor;
@@ -18,12 +20,14 @@ pub struct AdamW {
     pub weight_decay: f64,
     /// Steps taken; the first update uses t = 1.
     pub t: i32,
-    /// The first and second moments of every parameter, in parameter order (empty before the first step).
+    /// The first and second moments of every parameter, in parameter order (empty before the first
+    /// step).
     pub m: Vec<Vec<f32>>,
     pub v: Vec<Vec<f32>>,
 }
 
-/// The numbers one AdamW step uses, as float32: NumPy rounds a Python float when it meets a float32 array.
+/// The numbers one AdamW step uses, as float32: NumPy rounds a Python float when it meets a float32
+/// array.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AdamWStep {
     pub lr: f32,
@@ -39,7 +43,8 @@ pub struct AdamWStep {
 }
 
 impl AdamW {
-    /// `AdamWOptimizer(params, lr)` with the defaults betas (0.9, 0.999), eps 1e-8, weight decay 0.01.
+    /// `AdamWOptimizer(params, lr)` with the defaults betas (0.9, 0.999), eps 1e-8, weight decay
+    /// 0.01.
     pub fn new(lr: f64) -> Self {
         AdamW {
             lr,
@@ -84,8 +89,8 @@ impl AdamW {
     }
 }
 
-/// One parameter's update: w, its gradient g and its moments m, v, element by element. Only tensors of
-/// two or more axes (weights, embeddings) decay.
+/// One parameter's update: w, its gradient g and its moments m, v, element by element. Only tensors
+/// of two or more axes (weights, embeddings) decay.
 #[inline(always)]
 pub fn adamw_update(
     w: &mut [f32],
@@ -108,8 +113,8 @@ pub fn adamw_update(
 // ANCHOR_END: adamw
 
 // ANCHOR: clip
-/// `clip_grad_norm(max_norm)`: if the global L2 norm of all gradients exceeds `max_norm`, scales them all
-/// by `max_norm / (norm + 1e-6)`. Returns the norm before clipping.
+/// `clip_grad_norm(max_norm)`: if the global L2 norm of all gradients exceeds `max_norm`, scales
+/// them all by `max_norm / (norm + 1e-6)`. Returns the norm before clipping.
 ///
 /// Each tensor's Σg² is a float32 NumPy sum; the running total, the square root and the scale are
 /// Python doubles, and `grad *= scale` multiplies in float64 and rounds back to float32.
@@ -130,8 +135,8 @@ pub fn clip_grad_norm(grads: &mut [Vec<f32>], max_norm: f64) -> f64 {
 // ANCHOR_END: clip
 
 // ANCHOR: schedule
-/// `WarmupCosineScheduler(max_lr, total_steps, warmup_steps, min_lr)`: a linear warm-up, then half a cosine
-/// from `max_lr` down to `min_lr`. A pure function of the step.
+/// `WarmupCosineScheduler(max_lr, total_steps, warmup_steps, min_lr)`: a linear warm-up, then half
+/// a cosine from `max_lr` down to `min_lr`. A pure function of the step.
 #[derive(Clone, Copy, Debug)]
 pub struct WarmupCosine {
     pub max_lr: f64,
@@ -151,8 +156,8 @@ impl WarmupCosine {
         }
     }
 
-    /// The learning rate of 0-based step `s`. The grouping follows the tutorial's Python expression, so
-    /// step 15,684 of 31,368 gives 0.0005522606350706313 to the last bit.
+    /// The learning rate of 0-based step `s`. The grouping follows the tutorial's Python
+    /// expression, so step 15,684 of 31,368 gives 0.0005522606350706313 to the last bit.
     pub fn lr(&self, s: usize) -> f64 {
         if self.warmup > 0 && s < self.warmup {
             return self.max_lr * (s + 1) as f64 / self.warmup as f64;

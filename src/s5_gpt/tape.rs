@@ -1,16 +1,17 @@
 //! Lesson layer. The autograd: a tape of nodes, pushed in forward order and walked in reverse.
 //!
-//! The seed tutorial's `Tensor` keeps `parents` and a `gradient_fn` closure on every tensor, sorts the graph
-//! topologically in `backward()` and calls the closures in reverse. A forward pass already visits the nodes
-//! in a topological order, so here each operation simply appends its output to a [`Tape`]: node `i` can only
-//! depend on nodes before it, and walking the tape from the end runs every gradient after all of its
-//! contributions have arrived. No `Rc<RefCell>` graph is needed; a node is an index.
+//! The seed tutorial's `Tensor` keeps `parents` and a `gradient_fn` closure on every tensor, sorts
+//! the graph topologically in `backward()` and calls the closures in reverse. A forward pass
+//! already visits the nodes in a topological order, so here each operation simply appends its
+//! output to a [`Tape`]: node `i` can only depend on nodes before it, and walking the tape from the
+//! end runs every gradient after all of its contributions have arrived. No `Rc<RefCell>` graph is
+//! needed; a node is an index.
 //!
-//! The first nodes of the tape are the model's parameters. They stay when [`Tape::reset`] clears the rest,
-//! so one tape serves every training step, and the optimiser updates them in place.
+//! The first nodes of the tape are the model's parameters. They stay when [`Tape::reset`] clears
+//! the rest, so one tape serves every training step, and the optimiser updates them in place.
 //!
-//! Each method below works out its output's shape and records an [`Op`]; the arithmetic itself is the
-//! forward/backward pair in [`super::ops`], run by the tape's [`Backend`].
+//! Each method below works out its output's shape and records an [`Op`]; the arithmetic itself is
+//! the forward/backward pair in [`super::ops`], run by the tape's [`Backend`].
 
 use super::backend::{Backend, Lesson, Op, mkn};
 use super::ops;
@@ -159,7 +160,7 @@ impl Tape {
         self.backward_from(loss, seed);
     }
 
-    /// Like [`backward`](Self::backward), with the output's gradient given (for gradient checks of one op).
+    /// Like [`backward`](Self::backward), from a given output gradient (to check one op).
     pub fn backward_from(&mut self, output: NodeId, d_output: Vec<f32>) {
         assert_eq!(
             d_output.len(),
@@ -198,7 +199,8 @@ impl Tape {
     }
     // ANCHOR_END: backward
 
-    /// `clip_grad_norm(max_norm)` over every parameter's gradient; returns the norm before clipping.
+    /// `clip_grad_norm(max_norm)` over every parameter's gradient; returns the norm before
+    /// clipping.
     pub fn clip_grad_norm(&mut self, max_norm: f64) -> f64 {
         self.fill_empty_grads();
         self.backend
@@ -224,9 +226,11 @@ impl Tape {
     }
 }
 
-/// The tutorial's tensor operators and layers, each recorded on the tape. Shapes as in [`super::ops`].
+/// The tutorial's tensor operators and layers, each recorded on the tape. Shapes as in
+/// [`super::ops`].
 impl Tape {
-    /// `Embedding.forward`: one row of `table` (V, C) per id; `shape` is the ids' shape, (B, T) or (T).
+    /// `Embedding.forward`: one row of `table` (V, C) per id; `shape` is the ids' shape, (B, T) or
+    /// (T).
     pub fn embedding(&mut self, table: NodeId, ids: &[usize], shape: &[usize]) -> NodeId {
         let (rows, c) = (self.value(table).shape[0], self.value(table).last_dim());
         assert!(
@@ -237,7 +241,8 @@ impl Tape {
         self.apply([shape, &[c]].concat(), Op::Embedding { table, ids }) // (B, T, C)
     }
 
-    /// `a + b` with NumPy broadcasting of `b` over the leading axes of `a`, e.g. (B, T, C) + (T, C).
+    /// `a + b` with NumPy broadcasting of `b` over the leading axes of `a`, e.g. (B, T, C) + (T,
+    /// C).
     pub fn add(&mut self, a: NodeId, b: NodeId) -> NodeId {
         let (sa, sb) = (&self.value(a).shape, &self.value(b).shape);
         assert!(sa.ends_with(sb), "cannot broadcast {sb:?} onto {sa:?}");
@@ -252,7 +257,8 @@ impl Tape {
         self.apply(shape, Op::Transpose { x }) // (B, C, T)
     }
 
-    /// `a @ b` for stacks of matrices: (…, M, K) @ (…, K, N) → (…, M, N), e.g. (B, T, C) @ (B, C, T).
+    /// `a @ b` for stacks of matrices: (…, M, K) @ (…, K, N) → (…, M, N), e.g. (B, T, C) @ (B, C,
+    /// T).
     pub fn matmul(&mut self, a: NodeId, b: NodeId) -> NodeId {
         let (av, bv) = (self.value(a), self.value(b));
         let ((batch, _, k), (batch_b, k_b, _)) = (av.matrices(), bv.matrices());
@@ -323,7 +329,8 @@ impl Tape {
         self.apply(shape, Op::MergeHeads { x }) // (B, T, C)
     }
 
-    /// Stage 3's dropout with probability `p`, its mask drawn from `rng` now (see [`ops::dropout_mask`]).
+    /// Stage 3's dropout with probability `p`, its mask drawn from `rng` now (see
+    /// [`ops::dropout_mask`]).
     pub fn dropout(&mut self, x: NodeId, p: f64, rng: &mut NumpyRandom) -> NodeId {
         let mut mask = self.backend.buffer(self.value(x).data.len());
         ops::dropout_mask(&mut mask, rng, p);
@@ -344,7 +351,8 @@ impl Tape {
         self.apply(xv.shape.clone(), op) // (B, T, C)
     }
 
-    /// `GPTLoss`: the mean cross-entropy of logits (…, V) against one target per row. A scalar node.
+    /// `GPTLoss`: the mean cross-entropy of logits (…, V) against one target per row. A scalar
+    /// node.
     pub fn cross_entropy(&mut self, logits: NodeId, targets: &[usize]) -> NodeId {
         let lv = self.value(logits);
         assert_eq!(

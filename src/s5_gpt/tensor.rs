@@ -1,7 +1,8 @@
-//! Lesson layer. The values the autograd works on: float32 arrays with a shape, and the ids that name them
-//! on the tape.
+//! Lesson layer. The values the autograd works on: float32 arrays with a shape, and the ids that
+//! name them on the tape.
 
-/// An n-dimensional float32 array in row-major order: the tutorial's `Tensor.data` (DTYPE = float32).
+/// An n-dimensional float32 array in row-major order: the tutorial's `Tensor.data` (DTYPE =
+/// float32).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Tensor {
     pub shape: Vec<usize>,

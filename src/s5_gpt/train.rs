@@ -1,5 +1,5 @@
-//! Lesson layer. The chapter's `GPTTrainer`: its hyperparameters, `train` (one optimiser step per batch),
-//! `test` (the mean test loss) and `generate`.
+//! Lesson layer. The chapter's `GPTTrainer`: its hyperparameters, `train` (one optimiser step per
+//! batch), `test` (the mean test loss) and `generate`.
 
 use std::ops::ControlFlow;
 
@@ -30,7 +30,8 @@ pub struct Recipe {
     pub context_size: usize,
     pub embedding_size: usize,
     pub blocks: usize,
-    /// What the model adds to the tutorial's; in a checkpoint's `config.json`, fields of this same object.
+    /// What the model adds to the tutorial's; in a checkpoint's `config.json`, fields of this same
+    /// object.
     #[serde(flatten)]
     pub architecture: Architecture,
     /// The peak learning rate; the schedule ends at a tenth of it.
@@ -55,8 +56,9 @@ impl Default for Recipe {
 }
 
 // ANCHOR: train_step
-/// One training step, in the tutorial's order: zero the gradients, forward, loss, backward, clip, update.
-/// Returns the loss of this batch before the update. `masks` draws the step's dropout masks, if any.
+/// One training step, in the tutorial's order: zero the gradients, forward, loss, backward, clip,
+/// update. Returns the loss of this batch before the update. `masks` draws the step's dropout
+/// masks, if any.
 pub fn train_step(
     tape: &mut Tape,
     model: &Gpt,
@@ -97,8 +99,8 @@ impl TestResult {
 }
 
 // ANCHOR: test
-/// Runs every test batch through the model (no gradients) and sums the per-batch mean cross-entropies;
-/// `each` is called after every batch (for a progress bar).
+/// Runs every test batch through the model (no gradients) and sums the per-batch mean
+/// cross-entropies; `each` is called after every batch (for a progress bar).
 pub fn test(
     tape: &mut Tape,
     model: &Gpt,
@@ -146,7 +148,8 @@ pub struct TrainState {
 }
 
 // ANCHOR: trainer
-/// The chapter's set-up and `GPTTrainer` in one place: dataset, model, optimiser, schedule and generator.
+/// The chapter's set-up and `GPTTrainer` in one place: dataset, model, optimiser, schedule and
+/// generator.
 #[derive(Debug)]
 pub struct Trainer {
     pub recipe: Recipe,
@@ -167,7 +170,8 @@ pub struct Trainer {
 }
 
 impl Trainer {
-    /// Seeds the generator and builds the model in the tutorial's order; `backend` does the arithmetic.
+    /// Seeds the generator and builds the model in the tutorial's order; `backend` does the
+    /// arithmetic.
     pub fn new(
         recipe: Recipe,
         dataset: CharDataset,
@@ -203,9 +207,9 @@ impl Trainer {
         }
     }
 
-    /// Trains from the next step to `steps`, one batch after another (no shuffling, batch s mod 15,684),
-    /// and calls `each` after every step; `each` may stop the run early. A loss that is not a finite
-    /// number ends it with an error: every later step would be NaN too.
+    /// Trains from the next step to `steps`, one batch after another (no shuffling, batch s mod
+    /// 15,684), and calls `each` after every step; `each` may stop the run early. A loss that is
+    /// not a finite number ends it with an error: every later step would be NaN too.
     pub fn train(
         &mut self,
         mut each: impl FnMut(&Trainer) -> ControlFlow<()>,
@@ -288,8 +292,8 @@ impl Trainer {
         }
     }
 
-    /// Continues a saved run of this same recipe: its weights, AdamW's state and the history, so that
-    /// the next step is the one an uninterrupted run would take.
+    /// Continues a saved run of this same recipe: its weights, AdamW's state and the history, so
+    /// that the next step is the one an uninterrupted run would take.
     pub fn restore(&mut self, state: TrainState) {
         self.tape
             .set_params(state.weights.iter().map(|(_, w)| &w.data[..]));

@@ -1,9 +1,11 @@
-//! Tool layer. The figures of the chapter "What the tutorial's model leaves out": the tutorial's model,
-//! each thing it leaves out added on its own, then all of them, each trained with the tutorial's recipe;
-//! the tutorial's model masked with 0 instead of −1e9; and the attention weights of a trained model.
+//! Tool layer. The figures of the chapter "What the tutorial's model leaves out": the tutorial's
+//! model, each thing it leaves out added on its own, then all of them, each trained with the
+//! tutorial's recipe; the tutorial's model masked with 0 instead of −1e9; and the attention weights
+//! of a trained model.
 //!
-//! `cargo run --release --example ablation` trains every row for the tutorial's two epochs and writes the
-//! tables the book includes; `tests/s5_beyond.rs` locks a short version of the same tables.
+//! `cargo run --release --example ablation` trains every row for the tutorial's two epochs and
+//! writes the tables the book includes; `tests/s5_beyond.rs` locks a short version of the same
+//! tables.
 
 use std::fmt::Write as _;
 use std::time::Instant;
@@ -39,13 +41,13 @@ impl Variant {
     }
 }
 
-/// Where [`variants`] puts the tutorial's model and the one with all the additions but dropout: the two
-/// that are also trained masked with 0.
+/// Where [`variants`] puts the tutorial's model and the one with all the additions but dropout: the
+/// two that are also trained masked with 0.
 pub const TUTORIAL: usize = 0;
 pub const ALL_OF_THEM: usize = 6;
 
-/// The table's models, in its order: the tutorial's, one addition at a time, all of them but LayerNorm,
-/// all of them, all and dropout.
+/// The table's models, in its order: the tutorial's, one addition at a time, all of them but
+/// LayerNorm, all of them, all and dropout.
 pub fn variants() -> [Variant; 8] {
     let tutorial = Architecture::default();
     let everything = Architecture {
@@ -149,8 +151,8 @@ fn recent_mean(losses: &[f32]) -> f64 {
     recent.iter().map(|&l| f64::from(l)).sum::<f64>() / recent.len().max(1) as f64
 }
 
-/// Trains `variant` with the tutorial's recipe for `max_steps` (the two epochs if `None`), then tests it
-/// and samples from it. Returns the trained model too.
+/// Trains `variant` with the tutorial's recipe for `max_steps` (the two epochs if `None`), then
+/// tests it and samples from it. Returns the trained model too.
 pub fn measure(
     variant: &Variant,
     max_steps: Option<usize>,
@@ -257,8 +259,8 @@ fn thousands(n: usize) -> String {
 #[derive(Clone, Debug, PartialEq)]
 pub struct MaskZero {
     pub measured: Measured,
-    /// The test loss of the same weights with the mask back at −1e9: the future hidden, as it is when the
-    /// model generates.
+    /// The test loss of the same weights with the mask back at −1e9: the future hidden, as it is
+    /// when the model generates.
     pub test_loss_future_hidden: f64,
 }
 
@@ -279,7 +281,8 @@ pub fn mask_value_0(
     })
 }
 
-/// The mask study as Markdown: each model masked with −1e9 and with 0, then the samples of the latter.
+/// The mask study as Markdown: each model masked with −1e9 and with 0, then the samples of the
+/// latter.
 pub fn mask_table(pairs: &[(&Measured, &MaskZero)]) -> String {
     let mut text = String::from(
         "| model | flags | train loss | test loss | test loss, future hidden |\n|---|---|---:|---:|---:|\n",
@@ -322,8 +325,8 @@ fn sentence_case(text: &str) -> String {
         .unwrap_or_default()
 }
 
-/// The attention weights of every head of every block of `trainer`'s model on `line`: for block b and
-/// head h, a (T, T) matrix, row i holding character i's weights over the characters 0..=i.
+/// The attention weights of every head of every block of `trainer`'s model on `line`: for block b
+/// and head h, a (T, T) matrix, row i holding character i's weights over the characters 0..=i.
 pub fn attention_maps(trainer: &mut Trainer, line: &str) -> Result<Vec<Vec<Vec<f32>>>, GptError> {
     let ids = trainer.dataset.encode(line)?;
     let tape = &mut trainer.tape;

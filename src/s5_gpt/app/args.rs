@@ -1,6 +1,6 @@
 //! Tool layer. The `s5_gpt` command line: each flag declared once, grouped, and shared between
-//! subcommands with clap's `flatten`. The `config` methods here are the one place where flags become a
-//! [`Config`].
+//! subcommands with clap's `flatten`. The `config` methods here are the one place where flags
+//! become a [`Config`].
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -18,8 +18,9 @@ use crate::s5_gpt::train::Recipe;
 
 /// Train the tiny GPT of the NumPy causal-attention chapter, test it, and sample from it.
 ///
-/// Without a subcommand this is the chapter: 31,368 steps on Tiny Shakespeare, the test loss, and 512
-/// characters after "ROMEO:". `train`, `eval` and `generate` do the same in parts, with checkpoints.
+/// Without a subcommand this is the chapter: 31,368 steps on Tiny Shakespeare, the test loss, and
+/// 512 characters after "ROMEO:". `train`, `eval` and `generate` do the same in parts, with
+/// checkpoints.
 #[derive(Debug, Parser)]
 #[command(name = "s5_gpt", version, args_conflicts_with_subcommands = true)]
 pub struct Cli {
@@ -91,13 +92,16 @@ pub struct ArchitectureArgs {
     #[arg(long, value_name = "N",
           help = HEADS.help("Attention heads (stage 4); implies --qkv and must divide --embedding-size [default: 1]"))]
     pub heads: Option<usize>,
-    /// Residual connections: each block adds the attention's and the feed-forward network's outputs to their inputs
+    /// Residual connections: each block adds the attention's and the feed-forward network's outputs
+    /// to their inputs
     #[arg(long)]
     pub residual: bool,
-    /// LayerNorm before the attention, the feed-forward network and the output layer (pre-LN, as in GPT-2)
+    /// LayerNorm before the attention, the feed-forward network and the output layer (pre-LN, as in
+    /// GPT-2)
     #[arg(long)]
     pub layer_norm: bool,
-    /// Dropout on the attention weights while training (stage 3): the probability P of zeroing each, 0 <= P < 1
+    /// Dropout on the attention weights while training (stage 3): the probability P of zeroing
+    /// each, 0 <= P < 1
     #[arg(
         long,
         value_name = "P",
@@ -105,7 +109,8 @@ pub struct ArchitectureArgs {
         allow_negative_numbers = true
     )]
     pub dropout: f64,
-    /// The score the causal mask writes above the diagonal; 0 lets each character see the ones after it
+    /// The score the causal mask writes above the diagonal; 0 lets each character see the ones
+    /// after it
     #[arg(long, value_name = "V", default_value_t = MASK_VALUE, allow_negative_numbers = true)]
     pub mask_value: f32,
 }
@@ -193,7 +198,8 @@ pub struct ComputeArgs {
     #[arg(long, value_name = "N", default_value_t = 0, hide_default_value = true,
           help = THREADS.help("Training threads, 0 for one per core (the default); the results are the same for any number"))]
     pub threads: usize,
-    /// Compute with the lesson's plain single-threaded code instead of the fast layer: the same bits, slower
+    /// Compute with the lesson's plain single-threaded code instead of the fast layer: the same
+    /// bits, slower
     #[arg(long)]
     pub reference: bool,
 }
@@ -218,7 +224,8 @@ impl RunArgs {
 }
 
 impl ChapterArgs {
-    /// The settings of the chapter run: the recipe and run flags, and the sample's prompt and length.
+    /// The settings of the chapter run: the recipe and run flags, and the sample's prompt and
+    /// length.
     pub fn config(&self) -> Config {
         Config {
             prompt: self.sample.prompt.clone(),
@@ -289,8 +296,8 @@ pub struct TrainArgs {
     /// Save a checkpoint to DIR at the end, every --save-every steps, and on Ctrl-C
     #[arg(long, value_name = "DIR", help_heading = "Checkpoints")]
     pub save: Option<PathBuf>,
-    /// Continue the run saved in DIR (and save back to it unless --save says otherwise); the model and
-    /// training flags then come from DIR's config.json
+    /// Continue the run saved in DIR (and save back to it unless --save says otherwise); the model
+    /// and training flags then come from DIR's config.json
     #[arg(long, value_name = "DIR", help_heading = "Checkpoints")]
     pub resume: Option<PathBuf>,
     /// Replace a checkpoint already in the --save folder (otherwise that is refused, to keep it)
@@ -311,8 +318,8 @@ pub struct GenerateArgs {
     pub checkpoint: PathBuf,
     #[command(flatten)]
     pub sample: SampleArgs,
-    /// np.random.seed for the sampling; with the chapter's 42 and temperature 1, a checkpoint of the full
-    /// chapter run writes the chapter's sample
+    /// np.random.seed for the sampling; with the chapter's 42 and temperature 1, a checkpoint of
+    /// the full chapter run writes the chapter's sample
     #[arg(
         long,
         value_name = "N",

@@ -1,8 +1,8 @@
 //! Tool layer. How fast a training step is, and where its time goes: `s5_gpt --bench N`.
 //!
-//! [`run`] times training steps of the chapter's model twice: first plainly, for the median time per
-//! step and the achieved GFLOP/s, then through the fast layer's [`Timed`] backend, for the time of each
-//! op. Both passes train the same model on from where the previous one stopped.
+//! [`run`] times training steps of the chapter's model twice: first plainly, for the median time
+//! per step and the achieved GFLOP/s, then through the fast layer's [`Timed`] backend, for the time
+//! of each op. Both passes train the same model on from where the previous one stopped.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -59,7 +59,8 @@ pub struct BenchReport {
     /// The median time of a training step, timers off.
     pub median: Duration,
     pub flops_per_step: u64,
-    /// Each part's median time per step, timers on, in the order of the breakdown (products, softmax, heads and LayerNorm, GELU, loss, optimiser, the rest).
+    /// Each part's median time per step, timers on, in the order of the breakdown (products,
+    /// softmax, heads and LayerNorm, GELU, loss, optimiser, the rest).
     pub parts: Vec<(&'static str, Duration)>,
 }
 
@@ -97,7 +98,8 @@ fn median(times: &mut [Duration]) -> Duration {
     times[times.len() / 2]
 }
 
-/// The time of each step `trainer` trains from here, `steps` of them; `each` is called after every step.
+/// The time of each step `trainer` trains from here, `steps` of them; `each` is called after every
+/// step.
 fn time_steps(
     trainer: &mut Trainer,
     steps: usize,

@@ -1,6 +1,6 @@
-//! Tool layer. The chapter run: load, train, test and sample, and the report that the snapshot locks.
-//! Also the pieces the subcommands share with it: the opening lines, the test pass with its progress
-//! bar, the loss CSV and curve, and the prompt check.
+//! Tool layer. The chapter run: load, train, test and sample, and the report that the snapshot
+//! locks. Also the pieces the subcommands share with it: the opening lines, the test pass with its
+//! progress bar, the loss CSV and curve, and the prompt check.
 
 use std::io::Write;
 use std::ops::ControlFlow;
@@ -27,7 +27,8 @@ pub struct Report {
     pub sample: String,
 }
 
-/// Runs the chapter: load, train, test, generate; writes the report to `out` and returns the figures.
+/// Runs the chapter: load, train, test, generate; writes the report to `out` and returns the
+/// figures.
 pub fn run<W: Write>(out: &mut W, cfg: &Config) -> Result<Report, GptError> {
     cfg.with_threads(|| run_chapter(out, cfg))
 }

@@ -1,4 +1,5 @@
-//! Tool layer. Checkpoints: a trained model and its training state in a folder that Python can read too.
+//! Tool layer. Checkpoints: a trained model and its training state in a folder that Python can read
+//! too.
 //!
 //! `s5_gpt train --save DIR` writes three files:
 //!
@@ -8,14 +9,16 @@
 //! | `optimizer.safetensors` | AdamW's moments of every weight (`{name}.exp_avg`, `{name}.exp_avg_sq`), and the loss (`train.loss`) and learning rate (`train.lr`) of every step so far |
 //! | `config.json` | the sizes, the training settings, the vocabulary, the step, and the sha256 of the two other files |
 //!
-//! Both tensor files also record the step in their metadata (`"step": "2000"`). AdamW's own step count
-//! is always the training step, since every step updates once.
+//! Both tensor files also record the step in their metadata (`"step": "2000"`). AdamW's own step
+//! count is always the training step, since every step updates once.
 //!
-//! In Python, `safetensors.numpy.load_file("DIR/model.safetensors")["head.weight"]` is a (65, 64) float32
-//! array. A weight's rows are its *outputs*, as in the tutorial's `Linear` (and PyTorch's `nn.Linear`).
+//! In Python, `safetensors.numpy.load_file("DIR/model.safetensors")["head.weight"]` is a (65, 64)
+//! float32 array. A weight's rows are its *outputs*, as in the tutorial's `Linear` (and PyTorch's
+//! `nn.Linear`).
 //!
-//! Each file is written beside its place and then renamed into it, so a crash or Ctrl-C never leaves half a
-//! file, and `config.json` goes last: its checksums tell a complete checkpoint from a mix of two saves.
+//! Each file is written beside its place and then renamed into it, so a crash or Ctrl-C never
+//! leaves half a file, and `config.json` goes last: its checksums tell a complete checkpoint from a
+//! mix of two saves.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -27,9 +30,9 @@ use super::config::check_recipe;
 use super::files::{sha256_hex, write_atomic};
 use crate::rng::numpy::NumpyRandom;
 use crate::s5_gpt::error::GptError;
-use crate::s5_gpt::model::{Gpt, GptConfig};
 #[cfg(test)]
 use crate::s5_gpt::model::Architecture;
+use crate::s5_gpt::model::{Gpt, GptConfig};
 use crate::s5_gpt::tape::Tape;
 use crate::s5_gpt::tensor::Tensor;
 use crate::s5_gpt::train::{MAX_GRAD_NORM, Recipe, TrainState, WARMUP_STEPS};
@@ -188,7 +191,8 @@ fn serialize(
 }
 
 // ANCHOR: load
-/// Reads and checks the checkpoint in `dir`: the config, the weights' checksum, names, shapes and type.
+/// Reads and checks the checkpoint in `dir`: the config, the weights' checksum, names, shapes and
+/// type.
 pub fn load(dir: &Path) -> Result<Checkpoint, GptError> {
     if !dir.is_dir() {
         return Err(GptError::CheckpointMissing {
@@ -235,9 +239,10 @@ pub fn load(dir: &Path) -> Result<Checkpoint, GptError> {
 }
 // ANCHOR_END: load
 
-/// The name and shape of every parameter of a model of `config`, in [`Gpt::named_parameters`] order.
-/// Computed rather than read off a scratch model: a damaged config could ask for gigabytes of weights, and
-/// the file's tensors are checked against these shapes before any of them is copied.
+/// The name and shape of every parameter of a model of `config`, in [`Gpt::named_parameters`]
+/// order. Computed rather than read off a scratch model: a damaged config could ask for gigabytes
+/// of weights, and the file's tensors are checked against these shapes before any of them is
+/// copied.
 fn parameter_shapes(config: GptConfig) -> Vec<(String, Vec<usize>)> {
     let GptConfig {
         vocab_size: v,
@@ -280,8 +285,8 @@ fn parameter_shapes(config: GptConfig) -> Vec<(String, Vec<usize>)> {
 }
 
 impl Checkpoint {
-    /// The model this checkpoint holds, built on `tape`. The initial weights are drawn from `rng` first,
-    /// as in the chapter, so that `rng` continues where the chapter's generator would.
+    /// The model this checkpoint holds, built on `tape`. The initial weights are drawn from `rng`
+    /// first, as in the chapter, so that `rng` continues where the chapter's generator would.
     pub fn model(&self, tape: &mut Tape, rng: &mut NumpyRandom) -> Gpt {
         let model = Gpt::new(tape, rng, self.config.gpt_config());
         tape.set_params(self.weights.iter().map(|(_, w)| &w.data[..]));

@@ -1,5 +1,5 @@
-//! Tool layer. Every setting of a run in one [`Config`], and the one table of limits that both the checks
-//! and `--help` read.
+//! Tool layer. Every setting of a run in one [`Config`], and the one table of limits that both the
+//! checks and `--help` read.
 
 use std::path::{Path, PathBuf};
 
@@ -40,8 +40,8 @@ impl Limit {
     }
 }
 
-// The limits are far above the tutorial's sizes and keep a step's memory within a few GiB and a run within
-// hours, so that a typo cannot start a run that never ends.
+// The limits are far above the tutorial's sizes and keep a step's memory within a few GiB and a run
+// within hours, so that a typo cannot start a run that never ends.
 pub const EPOCHS: Limit = Limit {
     flag: "--epochs",
     min: 1,
@@ -131,8 +131,9 @@ pub struct Config {
     pub progress: bool,
     /// Compute with the lesson's plain code instead of the fast layer (the same bits, slower).
     pub reference: bool,
-    /// Download Tiny Shakespeare when no `data` is given and no copy is found. The command line turns it
-    /// on (`--no-download` off again); a program or test that builds a `Config` asks for it.
+    /// Download Tiny Shakespeare when no `data` is given and no copy is found. The command line
+    /// turns it on (`--no-download` off again); a program or test that builds a `Config` asks for
+    /// it.
     pub download: bool,
 }
 
@@ -183,8 +184,8 @@ impl Config {
         self.data.clone().unwrap_or_else(default_data_path)
     }
 
-    /// The corpus to read: `--data`, else the first copy found, else (with `download`) a fresh download
-    /// into this crate's `data/` folder.
+    /// The corpus to read: `--data`, else the first copy found, else (with `download`) a fresh
+    /// download into this crate's `data/` folder.
     pub fn corpus(&self) -> Result<PathBuf, GptError> {
         let path = self.data_path();
         if self.data.is_some() || !self.download {
@@ -203,8 +204,8 @@ impl Config {
         }
     }
 
-    /// Checks the settings, finds (or downloads) the corpus, loads it and builds the trainer, in the
-    /// tutorial's order.
+    /// Checks the settings, finds (or downloads) the corpus, loads it and builds the trainer, in
+    /// the tutorial's order.
     pub fn trainer(&self) -> Result<Trainer, GptError> {
         self.check()?;
         let (b, t) = (self.recipe.batch_size, self.recipe.context_size);

@@ -1,9 +1,10 @@
-//! Tool layer. The download of Tiny Shakespeare: the corpus fetches itself the first time stage 5 needs it.
+//! Tool layer. The download of Tiny Shakespeare: the corpus fetches itself the first time stage 5
+//! needs it.
 //!
-//! [`fetch`] does what `data/fetch.sh` does. It streams the file into `NAME.part` beside the destination,
-//! hashing the bytes as they arrive, and renames it into place only once its sha256 is the expected one.
-//! Any failure removes the partial file, so the destination is afterwards either the right file or exactly
-//! what it was before.
+//! [`fetch`] does what `data/fetch.sh` does. It streams the file into `NAME.part` beside the
+//! destination, hashing the bytes as they arrive, and renames it into place only once its sha256 is
+//! the expected one. Any failure removes the partial file, so the destination is afterwards either
+//! the right file or exactly what it was before.
 //!
 //! [`corpus_url`] honours `TINY_SHAKESPEARE_URL`, for a mirror or for a test's local server.
 
@@ -22,8 +23,8 @@ pub const DEFAULT_URL: &str =
 /// The environment variable that replaces [`DEFAULT_URL`].
 pub const URL_VAR: &str = "TINY_SHAKESPEARE_URL";
 
-/// The corpus is 1,115,394 bytes; a server that sends more than this is not sending it, and must not be
-/// allowed to fill the disk.
+/// The corpus is 1,115,394 bytes; a server that sends more than this is not sending it, and must
+/// not be allowed to fill the disk.
 const MAX_BYTES: u64 = 16 << 20;
 
 /// How long to wait for a host name to resolve, and then for the connection (with TLS) to open.
@@ -93,7 +94,8 @@ pub enum FetchError {
     },
 }
 
-/// The URL to download from: `TINY_SHAKESPEARE_URL` if it is set and not blank, else [`DEFAULT_URL`].
+/// The URL to download from: `TINY_SHAKESPEARE_URL` if it is set and not blank, else
+/// [`DEFAULT_URL`].
 pub fn corpus_url() -> String {
     url_or_default(std::env::var(URL_VAR).ok())
 }
@@ -105,8 +107,8 @@ fn url_or_default(var: Option<String>) -> String {
         .unwrap_or_else(|| DEFAULT_URL.to_string())
 }
 
-/// Downloads `url` to `dest` and checks that its sha256 is `sha256` (hex), with a byte counter on stderr
-/// if `progress` (and stderr is a terminal).
+/// Downloads `url` to `dest` and checks that its sha256 is `sha256` (hex), with a byte counter on
+/// stderr if `progress` (and stderr is a terminal).
 ///
 /// `dest`'s folder is created if needed. On any error nothing is left behind: no partial file, and
 /// `dest` as it was.

@@ -7,8 +7,8 @@ use sha2::{Digest, Sha256};
 use crate::s5_gpt::data::DATA_SHA256;
 use crate::s5_gpt::error::GptError;
 
-/// Writes `path.tmp`, flushes it to disk, and renames it over `path`: a crash or Ctrl-C never leaves half
-/// a file, and a failed write leaves the old file, if any, untouched.
+/// Writes `path.tmp`, flushes it to disk, and renames it over `path`: a crash or Ctrl-C never
+/// leaves half a file, and a failed write leaves the old file, if any, untouched.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), GptError> {
     use std::io::Write;
     let mut tmp = path.as_os_str().to_owned();
@@ -34,9 +34,9 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
         .collect()
 }
 
-/// A warning if the default corpus is not the file `data/fetch.sh` downloads. Training still works on an
-/// edited copy, but its numbers will not be the book's. `None` if the file is the expected one, or
-/// cannot be read (loading it will then say why).
+/// A warning if the default corpus is not the file `data/fetch.sh` downloads. Training still works
+/// on an edited copy, but its numbers will not be the book's. `None` if the file is the expected
+/// one, or cannot be read (loading it will then say why).
 pub fn corpus_warning(path: &Path) -> Option<String> {
     let bytes = std::fs::read(path).ok()?;
     (sha256_hex(&bytes) != DATA_SHA256).then(|| {

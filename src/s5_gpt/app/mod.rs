@@ -1,7 +1,7 @@
 //! Tool layer. Stage 5 as a program: `s5_gpt`, which runs the chapter, or trains, samples and
-//! evaluates with checkpoints. It builds on the lesson and the fast layer and adds what a user needs
-//! around them: flags and their limits, progress bars, checkpoints, Ctrl-C, the loss CSV and curve, the
-//! corpus download and the benchmark.
+//! evaluates with checkpoints. It builds on the lesson and the fast layer and adds what a user
+//! needs around them: flags and their limits, progress bars, checkpoints, Ctrl-C, the loss CSV and
+//! curve, the corpus download and the benchmark.
 //!
 //! | module | what it holds |
 //! |---|---|

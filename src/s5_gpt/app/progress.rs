@@ -1,9 +1,11 @@
-//! Tool layer. Progress on stderr while stage 5 trains or evaluates: a bar with the step, the smoothed loss, steps per
-//! second and the time left. It is drawn only when stderr is a terminal, so logs and pipes stay clean.
+//! Tool layer. Progress on stderr while stage 5 trains or evaluates: a bar with the step, the
+//! smoothed loss, steps per second and the time left. It is drawn only when stderr is a terminal,
+//! so logs and pipes stay clean.
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 
-/// How much of the smoothed loss each new step replaces: an average over roughly the last 100 steps.
+/// How much of the smoothed loss each new step replaces: an average over roughly the last 100
+/// steps.
 const SMOOTHING: f64 = 0.01;
 
 pub struct Progress {

@@ -1,12 +1,13 @@
 //! Fast layer. The matrix product kernel, vector lanes, and the lane-wide tanh.
 //!
-//! The seed tutorial multiplies with `@` (OpenBLAS) and sums with `np.sum`. Neither order of additions is
-//! fixed across machines, so this module fixes its own:
+//! The seed tutorial multiplies with `@` (OpenBLAS) and sums with `np.sum`. Neither order of
+//! additions is fixed across machines, so this module fixes its own:
 //!
-//! * [`matmul`] computes every `c[i][j]` as `((a[i][0]·b[0][j] + a[i][1]·b[1][j]) + …)`, k in order, with a
-//!   plain multiply and then an add. No fused multiply-add: Rust never contracts `a * b + c` on its own, and
-//!   the code never asks for it. The inner loop runs along `j`, so a SIMD lane holds one output element and the
-//!   order of its additions stays the same at any vector width, with or without AVX2.
+//! * [`matmul`] computes every `c[i][j]` as `((a[i][0]·b[0][j] + a[i][1]·b[1][j]) + …)`, k in
+//!   order, with a plain multiply and then an add. No fused multiply-add: Rust never contracts
+//!   `a * b + c` on its own, and the code never asks for it. The inner loop runs along `j`, so a
+//!   SIMD lane holds one output element and the order of its additions stays the same at any vector
+//!   width, with or without AVX2.
 //! * Threads split the *outputs* (rows of `c`), never a sum, so every thread count gives the same bits.
 //! * Each product gives exactly the bits of the lesson's [`ops::matmul_forward`], which adds the same
 //!   terms in the same order; the tests compare the two.
@@ -20,8 +21,8 @@ use std::thread::LocalKey;
 
 /// Output columns per SIMD tile: two AVX registers of f32.
 const NR: usize = 16;
-/// Output rows per tile: 4×16 accumulators take 8 of the 16 AVX registers, and 4 divides every row count
-/// of the GPT (32, 64, 128, 256).
+/// Output rows per tile: 4×16 accumulators take 8 of the 16 AVX registers, and 4 divides every row
+/// count of the GPT (32, 64, 128, 256).
 const MR: usize = 4;
 /// Below this many multiply-adds a product runs on the calling thread: waking a helper costs more.
 const PARALLEL_MIN_WORK: usize = 1 << 17;
@@ -64,12 +65,13 @@ impl<'a> Strided<'a> {
 }
 
 thread_local! {
-    /// The calling thread's copy of B in column panels, kept from product to product so none allocates.
+    /// The calling thread's copy of B in column panels, kept from product to product so none
+    /// allocates.
     static PACKED_B: Cell<Vec<f32>> = const { Cell::new(Vec::new()) };
 }
 
-/// Runs `f` with this thread's buffer from `slot`. The buffer is taken out for the call, so a call nested
-/// inside it would start a buffer of its own rather than share this one.
+/// Runs `f` with this thread's buffer from `slot`. The buffer is taken out for the call, so a call
+/// nested inside it would start a buffer of its own rather than share this one.
 fn with_buffer<R>(
     slot: &'static LocalKey<Cell<Vec<f32>>>,
     f: impl FnOnce(&mut Vec<f32>) -> R,
@@ -80,10 +82,11 @@ fn with_buffer<R>(
     result
 }
 
-/// `c (m×n) = a (m×k) · b (k×n)`, plus `bias` (n) on every row if given; `c` is row-major and overwritten.
+/// `c (m×n) = a (m×k) · b (k×n)`, plus `bias` (n) on every row if given; `c` is row-major and
+/// overwritten.
 ///
-/// The bias is added after the whole sum, as `x @ W.T + b` does. Rows of `c` are shared out among the
-/// training threads (see [`super::team`]) when the product is large enough.
+/// The bias is added after the whole sum, as `x @ W.T + b` does. Rows of `c` are shared out among
+/// the training threads (see [`super::team`]) when the product is large enough.
 pub fn matmul(
     c: &mut [f32],
     a: Strided,
@@ -111,8 +114,9 @@ pub fn matmul(
     });
 }
 
-/// `batch` independent products `c[i] = a[i] · b[i]` (each as in [`matmul`], without bias), a band of
-/// items per thread. `a` and `b` hold the matrices one after another, each row-major or transposed.
+/// `batch` independent products `c[i] = a[i] · b[i]` (each as in [`matmul`], without bias), a band
+/// of items per thread. `a` and `b` hold the matrices one after another, each row-major or
+/// transposed.
 pub fn matmul_batched(
     c: &mut [f32],
     (a, a_transposed): (&[f32], bool),
@@ -189,8 +193,8 @@ fn pack_b(packed: &mut Vec<f32>, b: Strided, k: usize, n: usize) {
     }
 }
 
-/// One thread's share of [`matmul`], using AVX2 when the CPU has it. Both paths do the same operations in
-/// the same order, so they give the same bits.
+/// One thread's share of [`matmul`], using AVX2 when the CPU has it. Both paths do the same
+/// operations in the same order, so they give the same bits.
 fn multiply_packed(c: &mut [f32], a: Strided, b: &[f32], bias: Option<&[f32]>, k: usize, n: usize) {
     vectorised(
         #[inline(always)]
@@ -218,8 +222,8 @@ fn multiply_tiles(
     }
 }
 
-/// The R rows of A that one tile multiplies, read in place through A's strides. (Copying them into a
-/// packed block first cost as much as the arithmetic in the GPT's narrow products.)
+/// The R rows of A that one tile multiplies, read in place through A's strides. (Copying them into
+/// a packed block first cost as much as the arithmetic in the GPT's narrow products.)
 #[derive(Clone, Copy)]
 struct TileRows<'a, const R: usize> {
     a: Strided<'a>,
@@ -227,8 +231,8 @@ struct TileRows<'a, const R: usize> {
 }
 
 impl<'a, const R: usize> TileRows<'a, R> {
-    /// Checks once that the farthest element, a[R−1][k−1], is inside `a.data`; every other element of the
-    /// tile lies before it, because both strides step forwards.
+    /// Checks once that the farthest element, a[R−1][k−1], is inside `a.data`; every other element
+    /// of the tile lies before it, because both strides step forwards.
     fn new(a: Strided<'a>, k: usize) -> Self {
         if k > 0 {
             let last = (R - 1) * a.row_stride + (k - 1) * a.col_stride;
@@ -251,8 +255,8 @@ impl<'a, const R: usize> TileRows<'a, R> {
 }
 
 // ANCHOR: matmul
-/// R rows of `c`: for each NR-wide panel of packed B, `acc[r][0..NR] += a[r][p] · b[p][0..NR]` for every
-/// p in order, then `c[r][j] = acc[r][j] + bias[j]`.
+/// R rows of `c`: for each NR-wide panel of packed B, `acc[r][0..NR] += a[r][p] · b[p][0..NR]` for
+/// every p in order, then `c[r][j] = acc[r][j] + bias[j]`.
 #[inline(always)]
 fn tile<const R: usize>(
     c: &mut [f32],
@@ -290,12 +294,13 @@ fn tile<const R: usize>(
     }
 }
 // ANCHOR_END: matmul
-/// Runs an elementwise loop compiled for AVX2 when the CPU has it. Elementwise work gives the same bits at
-/// any vector width (each lane does one element's operations in order), so this only changes the speed.
+/// Runs an elementwise loop compiled for AVX2 when the CPU has it. Elementwise work gives the same
+/// bits at any vector width (each lane does one element's operations in order), so this only
+/// changes the speed.
 ///
 /// Only code inlined into the AVX2 function below is compiled for AVX2, so callers mark the closure
-/// `#[inline(always)]` and keep its loops inside it: a large closure left to the inliner's judgement, or a
-/// helper it calls that is not inlined, runs as plain SSE2 code.
+/// `#[inline(always)]` and keep its loops inside it: a large closure left to the inliner's
+/// judgement, or a helper it calls that is not inlined, runs as plain SSE2 code.
 #[inline(always)]
 pub fn vectorised<R>(f: impl FnOnce() -> R) -> R {
     #[cfg(target_arch = "x86_64")]
@@ -316,9 +321,9 @@ pub fn vectorised<R>(f: impl FnOnce() -> R) -> R {
 /// GELU needs 65,536 tanh per training step; one call at a time, each a long chain of dependent
 /// operations, costs more than all the matrix products.
 ///
-/// Each step runs over all L lanes before the next one starts. A lane's own operations, and so its bits,
-/// are those of `tanh([x])`; what changes is that the processor sees L independent chains side by side
-/// instead of one long chain at a time.
+/// Each step runs over all L lanes before the next one starts. A lane's own operations, and so its
+/// bits, are those of `tanh([x])`; what changes is that the processor sees L independent chains
+/// side by side instead of one long chain at a time.
 #[inline(always)]
 pub fn tanh<const L: usize>(x: [f64; L]) -> [f64; L] {
     const INV_LN2: f64 = std::f64::consts::LOG2_E;
@@ -363,7 +368,8 @@ mod tests {
         out
     }
 
-    /// Every product the kernel can be asked for equals the lesson's, bit for bit, on 1 and 2 threads.
+    /// Every product the kernel can be asked for equals the lesson's, bit for bit, on 1 and 2
+    /// threads.
     #[test]
     fn matmul_is_the_lessons_product_bit_for_bit() {
         for &(m, k, n) in &[

@@ -1,4 +1,5 @@
-//! Fast layer. The [`Fast`] backend: the lesson's arithmetic, to the bit, in a fraction of the time.
+//! Fast layer. The [`Fast`] backend: the lesson's arithmetic, to the bit, in a fraction of the
+//! time.
 //!
 //! | module | what it adds | why the bits stay the same |
 //! |---|---|---|
@@ -7,9 +8,9 @@
 //! | [`pool`] | buffers reused from step to step | every buffer is overwritten in full before it is read |
 //! | [`timers`] | time per op, for `--bench` | timing reads the clock, not the numbers |
 //!
-//! Only the ops where time goes (products, softmax, GELU, the loss, clipping and AdamW) have code of their
-//! own here; the others run the lesson's functions. `tests/s5_layers.rs` checks every op, forward and
-//! backward, and whole training runs against the lesson.
+//! Only the ops where time goes (products, softmax, GELU, the loss, clipping and AdamW) have code
+//! of their own here; the others run the lesson's functions. `tests/s5_layers.rs` checks every op,
+//! forward and backward, and whole training runs against the lesson.
 
 pub mod kernels;
 pub mod pool;
@@ -150,10 +151,12 @@ impl Backend for Fast {
     }
 }
 
-/// Below this, `expf` is exactly +0 in float32 (it underflows below about −103.97), so the call is skipped.
+/// Below this, `expf` is exactly +0 in float32 (it underflows below about −103.97), so the call is
+/// skipped.
 const EXP_ZERO_BELOW: f32 = -104.0;
 
-/// The lesson's softmax of one row, without calling `expf` where it would give exactly 0 (masked scores).
+/// The lesson's softmax of one row, without calling `expf` where it would give exactly 0 (masked
+/// scores).
 fn softmax_row(x: &[f32], out: &mut [f32]) {
     let max = x.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
     for (o, &v) in out.iter_mut().zip(x) {
@@ -195,7 +198,8 @@ impl Fast {
         self.pool.put(s_g);
     }
 
-    /// The lesson's cross-entropy, with the softmax shared among the threads and the logs from the pool.
+    /// The lesson's cross-entropy, with the softmax shared among the threads and the logs from the
+    /// pool.
     fn cross_entropy(&mut self, probs: &mut [f32], logits: &[f32], targets: &[usize]) -> f32 {
         let v = logits.len() / targets.len();
         softmax_rows(logits, probs, v);
@@ -214,7 +218,8 @@ fn block_per_thread(len: usize) -> usize {
     len.div_ceil(team::threads()).next_multiple_of(64).max(64)
 }
 
-/// Elements GELU works on at once: four AVX2 vectors of float64, whose tanh chains run side by side.
+/// Elements GELU works on at once: four AVX2 vectors of float64, whose tanh chains run side by
+/// side.
 const LANES: usize = 16;
 
 /// The lesson's GELU forward, a block of elements per thread and [`LANES`] tanh at a time.
@@ -311,7 +316,8 @@ fn adamw_update(
     });
     let step = *step;
     team::for_each(blocks, |((w, g), (m, v), decay)| {
-        // `move` copies the step's numbers into the closure, so the compiler keeps them in registers.
+        // `move` copies the step's numbers into the closure, so the compiler keeps them in
+        // registers.
         vectorised(
             #[inline(always)]
             move || optim::adamw_update(w, g, m, v, &step, decay),

@@ -1,8 +1,8 @@
 //! Fast layer. Buffer reuse: the buffers of one step's nodes, handed out again to the next step's.
 //!
-//! The graph is the same at every step, so each request finds a buffer of exactly its size after the
-//! first step, and training allocates no memory from then on. Reuse changes no bit: every buffer handed
-//! out is overwritten in full before it is read.
+//! The graph is the same at every step, so each request finds a buffer of exactly its size after
+//! the first step, and training allocates no memory from then on. Reuse changes no bit: every
+//! buffer handed out is overwritten in full before it is read.
 
 use std::collections::BTreeMap;
 
@@ -23,8 +23,8 @@ impl Pool {
         keep(&mut self.f64s, buffer);
     }
 
-    /// A buffer of `len` values that still hold an earlier step's numbers: the caller must overwrite
-    /// every one. Skipping the zero-fill saves a pass over memory per node.
+    /// A buffer of `len` values that still hold an earlier step's numbers: the caller must
+    /// overwrite every one. Skipping the zero-fill saves a pass over memory per node.
     pub fn take(&mut self, len: usize) -> Vec<f32> {
         take_fitting(&mut self.f32s, len)
     }
@@ -41,7 +41,8 @@ fn keep<T>(store: &mut BTreeMap<usize, Vec<Vec<T>>>, buffer: Vec<T>) {
     }
 }
 
-/// Removes the smallest buffer that holds `len` values from `store` (or makes one) and sets its length.
+/// Removes the smallest buffer that holds `len` values from `store` (or makes one) and sets its
+/// length.
 fn take_fitting<T: Copy + Default>(store: &mut BTreeMap<usize, Vec<Vec<T>>>, len: usize) -> Vec<T> {
     let mut buffer = match store.range_mut(len..).next() {
         Some((&capacity, buffers)) => {

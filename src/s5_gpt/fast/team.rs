@@ -1,15 +1,17 @@
-//! Fast layer. The training threads: the calling thread plus helpers that wait for work by spinning.
+//! Fast layer. The training threads: the calling thread plus helpers that wait for work by
+//! spinning.
 //!
-//! A training step forks and joins about thirty times, and most of its pieces of work take 5 to 40 µs. A
-//! general-purpose pool puts an idle worker to sleep, or makes it yield to the kernel, and on a virtual
-//! machine waking it costs as much as the piece of work. A helper here spins on an atomic counter instead,
-//! so it starts a new job within a fraction of a microsecond; it only goes to sleep after a few hundred
-//! µs without work (between runs, or while a checkpoint is written).
+//! A training step forks and joins about thirty times, and most of its pieces of work take 5 to 40
+//! µs. A general-purpose pool puts an idle worker to sleep, or makes it yield to the kernel, and on
+//! a virtual machine waking it costs as much as the piece of work. A helper here spins on an atomic
+//! counter instead, so it starts a new job within a fraction of a microsecond; it only goes to
+//! sleep after a few hundred µs without work (between runs, or while a checkpoint is written).
 //!
-//! Work is handed out only as independent items (rows of a product, blocks of GELU, blocks of AdamW), and
-//! each thread takes the next item not yet taken. Which thread runs an item changes from run to run, but
-//! never what the item computes, so every thread count gives the same bits. A helper that the machine
-//! has not scheduled in time simply gets no items: the calling thread takes them all and does not wait.
+//! Work is handed out only as independent items (rows of a product, blocks of GELU, blocks of
+//! AdamW), and each thread takes the next item not yet taken. Which thread runs an item changes
+//! from run to run, but never what the item computes, so every thread count gives the same bits. A
+//! helper that the machine has not scheduled in time simply gets no items: the calling thread takes
+//! them all and does not wait.
 
 use std::cell::{Cell, RefCell};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -24,7 +26,8 @@ const SPIN: Duration = Duration::from_micros(300);
 /// One job: called on the calling thread and on every helper that joins in time.
 type Job<'a> = dyn Fn() + Sync + 'a;
 
-/// In [`Shared::state`]: set once the calling thread has run out of work, after which no helper joins.
+/// In [`Shared::state`]: set once the calling thread has run out of work, after which no helper
+/// joins.
 const CLOSED: u64 = 1 << 31;
 /// In [`Shared::state`]: the count of helpers that joined the current job.
 const JOINED: u64 = CLOSED - 1;
@@ -38,8 +41,8 @@ thread_local! {
 
 /// What the calling thread and its helpers share.
 struct Shared {
-    /// `generation << 32 | CLOSED | joined`: the job's number (a helper waits for it to change), whether
-    /// it is closed, and how many helpers joined it.
+    /// `generation << 32 | CLOSED | joined`: the job's number (a helper waits for it to change),
+    /// whether it is closed, and how many helpers joined it.
     state: AtomicU64,
     /// The current job, valid while a helper that joined has not finished (see [`Team::run`]).
     job: Mutex<Option<&'static Job<'static>>>,
@@ -89,13 +92,14 @@ impl Team {
         Ok(team)
     }
 
-    /// Runs `job` on this thread and on every helper that joins before this thread's call returns, and
-    /// returns once all of those are done too.
+    /// Runs `job` on this thread and on every helper that joins before this thread's call returns,
+    /// and returns once all of those are done too.
     fn run(&self, job: &Job<'_>) {
         let shared = &self.shared;
         // SAFETY: a helper calls `job` only after joining (see `join_job`), and joining is impossible once
-        // `WaitForHelpers` has closed the job; it then waits, on return and on unwind alike, until every
-        // helper that joined has finished and the slot is cleared. So `job` is never used after this call.
+        // `WaitForHelpers` has closed the job; it then waits, on return and on unwind alike, until
+        // every helper that joined has finished and the slot is cleared. So `job` is never used
+        // after this call.
         let job = unsafe { std::mem::transmute::<&Job<'_>, &'static Job<'static>>(job) };
         *shared.job.lock().unwrap() = Some(job);
         shared.finished.store(0, SeqCst);
@@ -115,8 +119,8 @@ impl Team {
     }
 }
 
-/// Closes the current job to helpers, waits until every helper that joined has finished, then clears the
-/// job; see [`Team::run`].
+/// Closes the current job to helpers, waits until every helper that joined has finished, then
+/// clears the job; see [`Team::run`].
 struct WaitForHelpers<'a>(&'a Shared);
 
 impl Drop for WaitForHelpers<'_> {
@@ -180,7 +184,8 @@ fn wait_for_job(shared: &Shared, seen: u64) -> u64 {
         if started.elapsed() > SPIN {
             let mut lock = shared.sleep.lock().unwrap();
             shared.sleeping.fetch_add(1, SeqCst);
-            // Checked again under the lock: `run` moves to the next job before it looks for sleepers.
+            // Checked again under the lock: `run` moves to the next job before it looks for
+            // sleepers.
             while generation() == seen {
                 lock = shared.wake.wait(lock).unwrap();
             }
@@ -190,9 +195,9 @@ fn wait_for_job(shared: &Shared, seen: u64) -> u64 {
     }
 }
 
-/// Checks `done()` for a few rounds of spinning, then yields the processor once, and says whether it came
-/// true. The yield matters when there are more threads than cores: without it, a thread could spin through
-/// whole time slices while the thread it waits for cannot run.
+/// Checks `done()` for a few rounds of spinning, then yields the processor once, and says whether
+/// it came true. The yield matters when there are more threads than cores: without it, a thread
+/// could spin through whole time slices while the thread it waits for cannot run.
 fn spin_round(done: impl Fn() -> bool) -> bool {
     for _ in 0..64 {
         if done() {
@@ -248,8 +253,8 @@ pub fn threads() -> usize {
     current().map_or(1, |team| team.threads)
 }
 
-/// Calls `f` on every item, each on whichever thread takes it first. Items are independent pieces of
-/// work, e.g. `(output rows, input rows)` pairs.
+/// Calls `f` on every item, each on whichever thread takes it first. Items are independent pieces
+/// of work, e.g. `(output rows, input rows)` pairs.
 pub fn for_each<I: Send>(items: impl IntoIterator<Item = I>, f: impl Fn(I) + Sync) {
     let Some(team) = current() else {
         return items.into_iter().for_each(f);

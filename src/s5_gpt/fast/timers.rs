@@ -1,6 +1,6 @@
-//! Fast layer. Time per op: a [`Timed`] backend wraps another and adds up how long each op takes, by the
-//! op's name, forward and backward together. `s5_gpt --bench` uses it for its breakdown; the ops
-//! themselves know nothing of it.
+//! Fast layer. Time per op: a [`Timed`] backend wraps another and adds up how long each op takes,
+//! by the op's name, forward and backward together. `s5_gpt --bench` uses it for its breakdown; the
+//! ops themselves know nothing of it.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -11,7 +11,8 @@ use crate::s5_gpt::backend::{Backend, Op};
 use crate::s5_gpt::optim::AdamWStep;
 use crate::s5_gpt::tensor::Tensor;
 
-/// Time spent per op name ("matmul", "gelu", …, "clip_grad_norm", "adamw"), shared with whoever reads it.
+/// Time spent per op name ("matmul", "gelu", …, "clip_grad_norm", "adamw"), shared with whoever
+/// reads it.
 pub type Clock = Rc<RefCell<BTreeMap<&'static str, Duration>>>;
 
 /// A backend that times `inner`'s work into `clock`.

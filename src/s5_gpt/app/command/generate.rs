@@ -12,8 +12,8 @@ use crate::s5_gpt::error::GptError;
 use crate::s5_gpt::generate::{Sampling, generate};
 use crate::s5_gpt::tape::Tape;
 
-/// Temperatures outside these make no sense to sample with: below, logits divided by it overflow float32;
-/// above, every character is as likely as every other.
+/// Temperatures outside these make no sense to sample with: below, logits divided by it overflow
+/// float32; above, every character is as likely as every other.
 const MIN_TEMPERATURE: f32 = 1e-3;
 const MAX_TEMPERATURE: f32 = 1e3;
 
@@ -38,7 +38,8 @@ pub fn run(args: GenerateArgs, out: &mut impl Write) -> Result<(), GptError> {
     let cfg = args.config();
     cfg.with_threads(|| {
         let mut tape = Tape::with_backend(cfg.backend());
-        // Seeded as the chapter is, and past the initial weights' draws, as the chapter is when it samples.
+        // Seeded as the chapter is, and past the initial weights' draws, as the chapter is when it
+        // samples.
         let mut rng = NumpyRandom::seed(args.seed);
         let model = saved.model(&mut tape, &mut rng);
         let (prompt, len) = (&args.sample.prompt, args.sample.sample_len);

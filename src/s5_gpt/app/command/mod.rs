@@ -23,12 +23,14 @@ pub const INTERRUPTED: u8 = 130;
 static STOP: AtomicBool = AtomicBool::new(false);
 
 // ANCHOR: main
-/// The program `s5_gpt`: parses `args` (program name first), catches Ctrl-C when there is a checkpoint to
-/// save, runs, and returns the exit status: 0 done, 1 failed (the error printed on one line), 130 stopped.
+/// The program `s5_gpt`: parses `args` (program name first), catches Ctrl-C when there is a
+/// checkpoint to save, runs, and returns the exit status: 0 done, 1 failed (the error printed on
+/// one line), 130 stopped.
 pub fn main(args: impl IntoIterator<Item = OsString>) -> u8 {
     let cli = Cli::try_parse_args(args).unwrap_or_else(|e| e.exit());
     if cli.saves_checkpoints() {
-        // A first Ctrl-C asks for a checkpoint; a second one quits at once (the last checkpoint stays).
+        // A first Ctrl-C asks for a checkpoint; a second one quits at once (the last checkpoint
+        // stays).
         let handler = || {
             if STOP.swap(true, Ordering::Relaxed) {
                 std::process::exit(INTERRUPTED.into());
@@ -59,7 +61,8 @@ impl Cli {
         matches!(&self.command, Some(Command::Train(t)) if t.save.is_some() || t.resume.is_some())
     }
 
-    /// Runs the command, writing its report to `out`. Training stops at the next step once `stop` is set.
+    /// Runs the command, writing its report to `out`. Training stops at the next step once `stop`
+    /// is set.
     pub fn run(self, out: &mut impl Write, stop: &AtomicBool) -> Result<Outcome, GptError> {
         let done = |result: Result<(), GptError>| result.map(|()| Outcome::Done);
         match self.command {

@@ -1,5 +1,5 @@
-//! Tool layer. `s5_gpt train`: the chapter's training loop with a log, checkpoints, `--resume` and a
-//! clean stop on Ctrl-C.
+//! Tool layer. `s5_gpt train`: the chapter's training loop with a log, checkpoints, `--resume` and
+//! a clean stop on Ctrl-C.
 
 use std::io::Write;
 use std::ops::ControlFlow;
@@ -18,7 +18,8 @@ use crate::s5_gpt::error::GptError;
 use crate::s5_gpt::train::{Recipe, Trainer};
 
 // ANCHOR: train
-/// `s5_gpt train`: trains from scratch or from `--resume DIR`, logs, saves, and stops cleanly on Ctrl-C.
+/// `s5_gpt train`: trains from scratch or from `--resume DIR`, logs, saves, and stops cleanly on
+/// Ctrl-C.
 pub fn run(args: TrainArgs, out: &mut impl Write, stop: &AtomicBool) -> Result<Outcome, GptError> {
     let mut cfg = args.run.config(args.recipe.recipe());
     let resumed = match &args.resume {
@@ -108,8 +109,9 @@ fn train_steps(
 }
 // ANCHOR_END: train
 
-/// Where `train` saves: `--save`, or else the `--resume` folder. The folder is made now (so that a bad path
-/// fails before training), and one holding another run's checkpoint is refused unless `--overwrite`.
+/// Where `train` saves: `--save`, or else the `--resume` folder. The folder is made now (so that a
+/// bad path fails before training), and one holding another run's checkpoint is refused unless
+/// `--overwrite`.
 fn save_folder(args: &TrainArgs) -> Result<Option<PathBuf>, GptError> {
     let Some(dir) = args.save.as_ref().or(args.resume.as_ref()) else {
         return Ok(None);
@@ -138,8 +140,8 @@ fn resumed_recipe(args: &TrainArgs, saved: &Checkpoint) -> Result<Recipe, GptErr
     Ok(saved.config.recipe)
 }
 
-/// A checkpoint only continues on the text it was trained on (the same characters in the same order, and
-/// so the same schedule).
+/// A checkpoint only continues on the text it was trained on (the same characters in the same
+/// order, and so the same schedule).
 pub fn same_run(trainer: &Trainer, cfg: &Config, saved: &Checkpoint) -> Result<(), GptError> {
     same_vocabulary(&trainer.dataset, cfg, saved)?;
     let (total, saved_total) = (trainer.schedule.total, saved.config.total_steps);
@@ -154,7 +156,8 @@ pub fn same_run(trainer: &Trainer, cfg: &Config, saved: &Checkpoint) -> Result<(
     Ok(())
 }
 
-/// A checkpoint only makes sense on the text it was trained on: the same characters, in the same order.
+/// A checkpoint only makes sense on the text it was trained on: the same characters, in the same
+/// order.
 pub fn same_vocabulary(
     dataset: &CharDataset,
     cfg: &Config,
