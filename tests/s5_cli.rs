@@ -1,7 +1,9 @@
 //! Stage 5 as a tool: `s5_gpt train | generate | eval`, checkpoints, resuming, and the one-line errors of
-//! bad input. The runs are short (tens of steps) so that the whole file takes seconds.
+//! bad input. Most runs are short (tens of steps); the longest trains 12,000 steps for the book's samples.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 use std::sync::atomic::AtomicBool;
 
 use attention_from_scratch::s5_gpt::GptError;
@@ -12,6 +14,7 @@ use attention_from_scratch::s5_gpt::app::command::{self, Outcome};
 use attention_from_scratch::s5_gpt::app::files::corpus_warning;
 use attention_from_scratch::s5_gpt::data::default_data_path;
 use clap::CommandFactory;
+use common::Scratch;
 use std::ops::ControlFlow;
 
 /// Runs `s5_gpt ARGS…` in-process; returns how it ended and what it printed.
@@ -38,27 +41,9 @@ fn fails(args: &[&str]) -> String {
     msg
 }
 
-/// A fresh, empty folder for one test, removed when the test ends.
-struct Scratch(PathBuf);
-
-impl std::ops::Deref for Scratch {
-    type Target = Path;
-    fn deref(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
+/// A fresh folder for one test of this file.
 fn scratch(name: &str) -> Scratch {
-    let dir = std::env::temp_dir().join(format!("s5_cli_{}_{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    Scratch(dir)
+    common::scratch("s5_cli", name)
 }
 
 fn path(p: &Path) -> &str {
@@ -76,6 +61,13 @@ fn train_into(dir: &Path, steps: usize) {
         &steps,
         "--quiet",
     ]);
+}
+
+/// The three files of checkpoints `a` and `b` are byte for byte the same.
+fn assert_same_checkpoint(a: &Path, b: &Path, when: &str) {
+    for file in [MODEL_FILE, OPTIMIZER_FILE, "config.json"] {
+        assert!(bytes(a, file) == bytes(b, file), "{file} differs {when}");
+    }
 }
 
 fn bytes(dir: &Path, file: &str) -> Vec<u8> {
@@ -186,12 +178,7 @@ fn a_resumed_run_ends_bit_identical_to_an_uninterrupted_one() {
         out.contains("resuming") && out.contains("after step 15"),
         "{out}"
     );
-    for file in [MODEL_FILE, OPTIMIZER_FILE, "config.json"] {
-        assert!(
-            bytes(&whole, file) == bytes(&parts, file),
-            "{file} differs after resuming"
-        );
-    }
+    assert_same_checkpoint(&whole, &parts, "after resuming");
 }
 
 #[test]
@@ -329,12 +316,7 @@ fn a_resumed_run_with_dropout_ends_bit_identical_to_an_uninterrupted_one() {
         "40",
         "--quiet",
     ]);
-    for file in [MODEL_FILE, OPTIMIZER_FILE, "config.json"] {
-        assert!(
-            bytes(&whole, file) == bytes(&parts, file),
-            "{file} differs after resuming"
-        );
-    }
+    assert_same_checkpoint(&whole, &parts, "after resuming");
 }
 
 #[test]
@@ -737,12 +719,7 @@ fn ctrl_c_saves_a_checkpoint_that_resumes_bit_identically() {
         "400",
         "--quiet",
     ]);
-    for file in [MODEL_FILE, OPTIMIZER_FILE, "config.json"] {
-        assert!(
-            bytes(&whole, file) == bytes(&parts, file),
-            "{file} differs after Ctrl-C and resume"
-        );
-    }
+    assert_same_checkpoint(&whole, &parts, "after Ctrl-C and resume");
 }
 
 // ---------------------------------------------------------------------------------------------------

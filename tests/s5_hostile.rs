@@ -12,9 +12,12 @@
 //! The damage is drawn from a fixed seed, so a failing case repeats; a failure lists every faulty case by
 //! name. The runs use a small corpus and a tiny model, so that the whole file takes seconds.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
+
 use std::sync::atomic::AtomicBool;
 use std::sync::mpsc;
 use std::time::Duration;
@@ -23,6 +26,7 @@ use attention_from_scratch::s5_gpt::app::args::Cli;
 use attention_from_scratch::s5_gpt::app::checkpoint::{CONFIG_FILE, MODEL_FILE, OPTIMIZER_FILE};
 use attention_from_scratch::s5_gpt::app::files::sha256_hex;
 use attention_from_scratch::s5_gpt::data::default_data_path;
+use common::Scratch;
 use serde_json::{Value, json};
 
 // ---------------------------------------------------------------------------------------------------
@@ -140,27 +144,9 @@ fn args(items: &[&str]) -> Vec<String> {
 // A small corpus and a tiny checkpoint trained on it.
 // ---------------------------------------------------------------------------------------------------
 
-/// A fresh, empty folder for one test, removed when the test ends.
-struct Scratch(PathBuf);
-
-impl std::ops::Deref for Scratch {
-    type Target = Path;
-    fn deref(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
+/// A fresh folder for one test of this file.
 fn scratch(name: &str) -> Scratch {
-    let dir = std::env::temp_dir().join(format!("s5_hostile_{}_{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    Scratch(dir)
+    common::scratch("s5_hostile", name)
 }
 
 fn path(p: &Path) -> String {

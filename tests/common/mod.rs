@@ -94,3 +94,27 @@ pub fn assert_close(actual: ArrayView1<f32>, book: &[f32]) {
         assert!((a - b).abs() <= 5e-5, "{actual} vs the book's {book:?}");
     }
 }
+
+/// A fresh, empty folder for one test, removed when the test ends (stage 5's tool tests).
+pub struct Scratch(pub std::path::PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `Scratch` named after the test file (`suite`) and the test (`name`), unique to this process.
+pub fn scratch(suite: &str, name: &str) -> Scratch {
+    let dir = std::env::temp_dir().join(format!("{suite}_{}_{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    Scratch(dir)
+}
