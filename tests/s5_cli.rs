@@ -726,7 +726,7 @@ fn ctrl_c_saves_a_checkpoint_that_resumes_bit_identically() {
 // A checkpoint written by an earlier build of the crate.
 // ---------------------------------------------------------------------------------------------------
 
-/// `tests/fixtures/checkpoint_v1.expected`: what the build that wrote the fixture printed, by `## ` section.
+/// `tests/fixtures/checkpoint_v1.expected`: what the crate prints for the fixture, by `## ` section.
 fn fixture_expectations() -> Vec<String> {
     let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/checkpoint_v1.expected");
     let text = std::fs::read_to_string(file).unwrap();

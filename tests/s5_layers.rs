@@ -10,6 +10,7 @@ use attention_from_scratch::rng::numpy::NumpyRandom;
 use attention_from_scratch::s5_gpt::app::Config;
 use attention_from_scratch::s5_gpt::app::args::Cli;
 use attention_from_scratch::s5_gpt::backend::{Backend, Lesson};
+use attention_from_scratch::s5_gpt::fast::kernels::{self, PORTABLE_VAR};
 use attention_from_scratch::s5_gpt::fast::{Fast, team};
 use attention_from_scratch::s5_gpt::model::Architecture;
 use attention_from_scratch::s5_gpt::ops::MASK_VALUE;
@@ -358,6 +359,49 @@ fn the_reference_chapter_run_prints_the_same_bytes() {
     assert_eq!(reference.0, fast.0, "the reports differ");
     assert!(reference.1 == fast.1, "the loss CSVs differ");
     assert_eq!(reference.1.iter().filter(|&&b| b == b'\n').count(), 201);
+}
+
+/// Set in a child process of this test binary: the file where it writes its run.
+const PORTABLE_CHILD: &str = "S5_LAYERS_PORTABLE_CHILD";
+
+/// The fast layer without AVX2 and FMA, as on a CPU that has neither, `mul_add` computing its fused
+/// multiply-adds in software: 40 training steps in a child process with the switch set give the same
+/// losses, parameters and sample as this process.
+#[test]
+fn the_portable_path_gives_the_same_bits() {
+    let steps = 40;
+    let show = |(losses, params, sample): (Vec<u32>, Vec<u32>, String)| {
+        format!("{losses:?}\n{params:?}\n{sample}")
+    };
+    if let Some(file) = std::env::var_os(PORTABLE_CHILD) {
+        assert!(
+            !kernels::simd(),
+            "{PORTABLE_VAR} did not switch AVX2 and FMA off"
+        );
+        std::fs::write(file, show(trained(false, steps))).unwrap();
+        return;
+    }
+    let file = std::env::temp_dir().join(format!("s5_portable_{}.txt", std::process::id()));
+    let child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "the_portable_path_gives_the_same_bits"])
+        .env(PORTABLE_CHILD, &file)
+        .env(PORTABLE_VAR, "1")
+        .output()
+        .unwrap();
+    assert!(
+        child.status.success(),
+        "{}",
+        String::from_utf8_lossy(&child.stdout)
+    );
+    let portable = std::fs::read_to_string(&file).unwrap();
+    std::fs::remove_file(&file).ok();
+    assert!(show(trained(false, steps)) == portable, "the runs differ");
+    if cfg!(target_arch = "x86_64") && is_x86_feature_detected!("fma") {
+        assert!(
+            kernels::simd(),
+            "this process should have used AVX2 and FMA"
+        );
+    }
 }
 
 /// The files of `dir` (a folder of `src/s5_gpt/`), with their text.

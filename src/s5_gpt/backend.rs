@@ -46,7 +46,7 @@ pub enum Op {
     /// `tanh` is filled by the forward pass, one value per element.
     Gelu {
         x: NodeId,
-        tanh: Vec<f64>,
+        tanh: Vec<f32>,
     },
     Linear {
         x: NodeId,

@@ -1,4 +1,4 @@
-//! Fast layer. The matrix product kernel, vector lanes, and the lane-wide tanh.
+//! Fast layer. The matrix product kernel and vector lanes.
 //!
 //! The seed tutorial multiplies with `@` (OpenBLAS) and sums with `np.sum`. Neither order of
 //! additions is fixed across machines, so this module fixes its own:
@@ -15,7 +15,6 @@
 use super::team;
 #[cfg(doc)]
 use crate::s5_gpt::ops;
-use crate::s5_gpt::ops::{INV_FACT, LN2_HI, LN2_LO, ROUND};
 use std::cell::Cell;
 use std::thread::LocalKey;
 
@@ -175,7 +174,11 @@ fn pack_b(packed: &mut Vec<f32>, b: Strided, k: usize, n: usize) {
             // Row-major: row p of the panel is a run of `width` values.
             for (p, out) in out.chunks_exact_mut(NR).enumerate() {
                 let row = &b.data[p * b.row_stride + j0..];
-                out[..width].copy_from_slice(&row[..width]);
+                let out: &mut [f32; NR] = out.try_into().unwrap();
+                match row.first_chunk::<NR>() {
+                    Some(row) if width == NR => *out = *row, // known size: no `memcpy` call
+                    _ => out[..width].copy_from_slice(&row[..width]),
+                }
             }
         } else {
             // A transpose (row stride 1): column j is a run of k values from j·col_stride.
@@ -273,7 +276,7 @@ fn tile<const R: usize>(
             let a_p: [f32; R] = std::array::from_fn(|r| a.at(r, p));
             for (acc_r, &a_rp) in acc.iter_mut().zip(&a_p) {
                 for q in 0..NR {
-                    acc_r[q] += a_rp * b_p[q];
+                    acc_r[q] = a_rp.mul_add(b_p[q], acc_r[q]);
                 }
             }
         }
@@ -281,76 +284,63 @@ fn tile<const R: usize>(
         let width = NR.min(n - j0);
         for (c_r, acc_r) in c.chunks_exact_mut(n).zip(&acc) {
             let c_r = &mut c_r[j0..j0 + width];
-            match bias {
-                Some(bias) => {
+            match (bias, <&mut [f32; NR]>::try_from(&mut *c_r)) {
+                (Some(bias), _) => {
                     let bias = &bias[j0..j0 + width];
                     for ((c, &s), &b) in c_r.iter_mut().zip(acc_r).zip(bias) {
                         *c = s + b;
                     }
                 }
-                None => c_r.copy_from_slice(&acc_r[..width]),
+                // A whole panel: a copy of known size, with no `memcpy` call.
+                (None, Ok(c_r)) => *c_r = *acc_r,
+                (None, Err(_)) => c_r.copy_from_slice(&acc_r[..width]),
             }
         }
     }
 }
 // ANCHOR_END: matmul
-/// Runs an elementwise loop compiled for AVX2 when the CPU has it. Elementwise work gives the same
-/// bits at any vector width (each lane does one element's operations in order), so this only
+/// Runs a loop compiled for AVX2 and FMA when the CPU has both. Elementwise work gives the same
+/// bits at any vector width (each lane does one element's operations in order), and `mul_add` is
+/// the same exactly rounded fused multiply-add with or without the FMA instruction, so this only
 /// changes the speed.
 ///
-/// Only code inlined into the AVX2 function below is compiled for AVX2, so callers mark the closure
-/// `#[inline(always)]` and keep its loops inside it: a large closure left to the inliner's
+/// Only code inlined into the function below is compiled for AVX2 and FMA, so callers mark the
+/// closure `#[inline(always)]` and keep its loops inside it: a large closure left to the inliner's
 /// judgement, or a helper it calls that is not inlined, runs as plain SSE2 code.
 #[inline(always)]
 pub fn vectorised<R>(f: impl FnOnce() -> R) -> R {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        #[target_feature(enable = "avx2")]
-        fn avx2<R>(f: impl FnOnce() -> R) -> R {
+    if simd() {
+        #[target_feature(enable = "avx2,fma")]
+        fn avx2_fma<R>(f: impl FnOnce() -> R) -> R {
             f()
         }
-        // SAFETY: the CPU supports AVX2, checked just above.
-        return unsafe { avx2(f) };
+        // SAFETY: the CPU supports AVX2 and FMA, checked by `simd`.
+        return unsafe { avx2_fma(f) };
     }
     f()
 }
 
-// ANCHOR: tanh
-/// The lesson's [`ops::tanh`] on L float64 lanes at once: the same operations, so the same bits.
-///
-/// GELU needs 65,536 tanh per training step; one call at a time, each a long chain of dependent
-/// operations, costs more than all the matrix products.
-///
-/// Each step runs over all L lanes before the next one starts. A lane's own operations, and so its
-/// bits, are those of `tanh([x])`; what changes is that the processor sees L independent chains
-/// side by side instead of one long chain at a time.
-#[inline(always)]
-pub fn tanh<const L: usize>(x: [f64; L]) -> [f64; L] {
-    const INV_LN2: f64 = std::f64::consts::LOG2_E;
-    let y = x.map(|x| 2.0 * x.abs().min(20.0)); // tanh(20) is 1 in float64
-    let rounded = y.map(|y| y * INV_LN2 + ROUND);
-    let mut r = [0.0; L];
-    for l in 0..L {
-        let k = rounded[l] - ROUND;
-        r[l] = (y[l] - k * LN2_HI) - k * LN2_LO;
+/// Set this environment variable to run the fast layer without AVX2 and FMA, as on a CPU that has
+/// neither: `mul_add` then computes the fused multiply-add in software. The bits stay the same
+/// (`tests/s5_layers.rs` checks), only slower.
+pub const PORTABLE_VAR: &str = "ATTENTION_PORTABLE";
+
+/// Whether [`vectorised`] uses AVX2 and FMA: on x86-64, when the CPU has both and [`PORTABLE_VAR`]
+/// is not set.
+pub fn simd() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static SIMD: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *SIMD.get_or_init(|| {
+            std::env::var_os(PORTABLE_VAR).is_none()
+                && std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("fma")
+        })
     }
-    let mut series = [0.0; L];
-    for f in INV_FACT {
-        for l in 0..L {
-            series[l] = series[l] * r[l] + f;
-        }
-    }
-    let mut t = [0.0; L];
-    for l in 0..L {
-        let expm1_r = r[l] + r[l] * (r[l] * series[l]);
-        let two_k = f64::from_bits((rounded[l].to_bits() << 52).wrapping_add(1023 << 52));
-        let e = two_k * expm1_r + (two_k - 1.0);
-        let tanh = (e / (e + 2.0)).copysign(x[l]);
-        t[l] = if x[l].is_nan() { x[l] } else { tanh };
-    }
-    t
+    #[cfg(not(target_arch = "x86_64"))]
+    false
 }
-// ANCHOR_END: tanh
 
 #[cfg(test)]
 mod tests {
@@ -417,34 +407,22 @@ mod tests {
         }
     }
 
-    /// The lanes compute the lesson's tanh, lane by lane, to the bit.
+    /// `mul_add` is the exact a·b + c rounded once, whoever computes it: the CPU's FMA instruction
+    /// here, and `libm::fmaf`, a software fused multiply-add, agree on a million products of the
+    /// sizes training meets and on the rounding ties between two floats.
     #[test]
-    fn lane_tanh_is_the_lessons_tanh() {
-        let mut inputs: Vec<f64> = (-2_000..=2_000)
-            .map(|i| f64::from(i) * 1.3e-2 + 1e-7 * f64::from(i % 5))
-            .collect();
-        inputs.extend([
-            0.0,
-            -0.0,
-            1e-300,
-            -1e-20,
-            19.99,
-            20.0,
-            25.0,
-            -1e300,
-            f64::INFINITY,
-            f64::NEG_INFINITY,
-        ]);
-        for chunk in inputs.chunks(16) {
-            let lanes = <[f64; 16]>::try_from(chunk).map(tanh).ok();
-            for (l, &x) in chunk.iter().enumerate() {
-                let want = ops::tanh(x).to_bits();
-                assert_eq!(tanh([x])[0].to_bits(), want, "one lane, x = {x}");
-                if let Some(lanes) = lanes {
-                    assert_eq!(lanes[l].to_bits(), want, "16 lanes, x = {x}");
-                }
+    fn mul_add_is_the_software_fused_multiply_add() {
+        let (a, b, c) = (values(1 << 20, 4), values(1 << 20, 5), values(1 << 20, 6));
+        for ((&a, &b), &c) in a.iter().zip(&b).zip(&c) {
+            for (a, b, c) in [(a, b, c), (a * 1e-3, b, c), (a, b * 1e3, -c * 1e-4)] {
+                assert_eq!(a.mul_add(b, c).to_bits(), libm::fmaf(a, b, c).to_bits());
             }
         }
-        assert!(tanh([f64::NAN])[0].is_nan());
+        let tie = 1.0 + f32::EPSILON; // (1 + ε)² − 1 = 2ε + ε², exact only when fused
+        assert_eq!(
+            tie.mul_add(tie, -1.0),
+            2.0 * f32::EPSILON + f32::EPSILON * f32::EPSILON
+        );
+        assert_eq!(libm::fmaf(tie, tie, -1.0), tie.mul_add(tie, -1.0));
     }
 }

@@ -18,7 +18,7 @@ pub mod team;
 pub mod timers;
 
 use super::backend::{Backend, Lesson, Op, mkn};
-use super::ops::{self, PROB_FLOOR, gelu_tanh_arg, pairwise_sum, pairwise_sum_by};
+use super::ops::{self, PROB_FLOOR, pairwise_sum, pairwise_sum_by};
 use super::optim::{self, AdamWStep};
 use super::tensor::{NodeId, Tensor};
 use kernels::{Strided, matmul, matmul_batched, vectorised};
@@ -45,10 +45,9 @@ impl Backend for Fast {
         self.pool.put(value);
         self.pool.put(grad);
         match op {
-            Op::Gelu { tanh, .. } => self.pool.put_f64(tanh),
-            Op::CrossEntropy { probs, .. } | Op::Dropout { mask: probs, .. } => {
-                self.pool.put(probs)
-            }
+            Op::Gelu { tanh: kept, .. }
+            | Op::CrossEntropy { probs: kept, .. }
+            | Op::Dropout { mask: kept, .. } => self.pool.put(kept),
             Op::LayerNorm { mean, rstd, .. } => {
                 self.pool.put(mean);
                 self.pool.put(rstd);
@@ -69,7 +68,7 @@ impl Backend for Fast {
             }
             Op::Softmax { x } => softmax_rows(&v(x).data, o, v(x).last_dim()),
             Op::Gelu { x, tanh } => {
-                *tanh = self.pool.take_f64(o.len());
+                *tanh = self.pool.take(o.len());
                 gelu(o, tanh, &v(x).data);
             }
             Op::Linear { x, w, b } => {
@@ -218,46 +217,22 @@ fn block_per_thread(len: usize) -> usize {
     len.div_ceil(team::threads()).next_multiple_of(64).max(64)
 }
 
-/// Elements GELU works on at once: four AVX2 vectors of float64, whose tanh chains run side by
-/// side.
-const LANES: usize = 16;
-
-/// The lesson's GELU forward, a block of elements per thread and [`LANES`] tanh at a time.
-fn gelu(out: &mut [f32], tanh: &mut [f64], x: &[f32]) {
+/// The lesson's GELU forward, a block of elements per thread. Compiled for AVX2, the lesson's own
+/// loop runs eight elements per instruction: [`ops::tanh`] computes both of its branches and then
+/// picks one, so each lane does exactly the scalar operations.
+fn gelu(out: &mut [f32], tanh: &mut [f32], x: &[f32]) {
     let block = block_per_thread(out.len());
     let blocks = out.chunks_mut(block).zip(tanh.chunks_mut(block));
     team::for_each(blocks.zip(x.chunks(block)), |((out, tanh), x)| {
         vectorised(
             #[inline(always)]
-            || gelu_block(out, tanh, x),
+            || ops::gelu_forward(out, tanh, x),
         )
     });
 }
 
-/// GELU of one block of elements; `tanh` gets each element's tanh.
-#[inline(always)]
-fn gelu_block(out: &mut [f32], tanh: &mut [f64], x: &[f32]) {
-    let lanes = out
-        .chunks_mut(LANES)
-        .zip(tanh.chunks_mut(LANES))
-        .zip(x.chunks(LANES));
-    for ((out, tanh), x) in lanes {
-        if let Ok(x) = <[f32; LANES]>::try_from(x) {
-            tanh.copy_from_slice(&kernels::tanh(x.map(gelu_tanh_arg)));
-        } else {
-            // The last, shorter group: one element at a time, with the same operations.
-            for (t, &x) in tanh.iter_mut().zip(x) {
-                *t = kernels::tanh([gelu_tanh_arg(x)])[0];
-            }
-        }
-        for ((o, &t), &x) in out.iter_mut().zip(&*tanh).zip(x) {
-            *o = (f64::from(0.5f32 * x) * (1.0 + t)) as f32;
-        }
-    }
-}
-
 /// The lesson's GELU backward, a block of elements per thread.
-fn gelu_backward(d_x: &mut [f32], d_out: &[f32], x: &[f32], tanh: &[f64]) {
+fn gelu_backward(d_x: &mut [f32], d_out: &[f32], x: &[f32], tanh: &[f32]) {
     let block = block_per_thread(d_x.len());
     let blocks = d_x.chunks_mut(block).zip(x.chunks(block));
     let blocks = blocks.zip(tanh.chunks(block)).zip(d_out.chunks(block));

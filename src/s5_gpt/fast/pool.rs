@@ -10,7 +10,6 @@ use std::collections::BTreeMap;
 #[derive(Debug, Default)]
 pub struct Pool {
     f32s: BTreeMap<usize, Vec<Vec<f32>>>,
-    f64s: BTreeMap<usize, Vec<Vec<f64>>>,
 }
 
 impl Pool {
@@ -19,19 +18,10 @@ impl Pool {
         keep(&mut self.f32s, buffer);
     }
 
-    pub fn put_f64(&mut self, buffer: Vec<f64>) {
-        keep(&mut self.f64s, buffer);
-    }
-
     /// A buffer of `len` values that still hold an earlier step's numbers: the caller must
     /// overwrite every one. Skipping the zero-fill saves a pass over memory per node.
     pub fn take(&mut self, len: usize) -> Vec<f32> {
         take_fitting(&mut self.f32s, len)
-    }
-
-    /// Like [`take`](Self::take), for float64.
-    pub fn take_f64(&mut self, len: usize) -> Vec<f64> {
-        take_fitting(&mut self.f64s, len)
     }
 }
 
