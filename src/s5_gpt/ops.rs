@@ -8,10 +8,10 @@
 //! output (`d_out`). The tape records which operation made each node and calls these through
 //! [`super::backend`].
 //!
-//! Arithmetic follows NumPy's float32: a product adds its terms in order, a sum along a row is
-//! NumPy's [`pairwise_sum`], and GELU computes in float64 where NumPy 2 does. These functions
-//! define the bits of every training run; Appendix B explains why they are the same on every
-//! machine. Shapes: B batch, T tokens, C channels, V vocabulary, N = B·T rows.
+//! Arithmetic is float32, as in the tutorial: a product adds its terms in order, each with one
+//! fused multiply-add, a sum along a row is NumPy's [`pairwise_sum`], and GELU's tanh is the crate's
+//! own. These functions define the bits of every training run; Appendix B explains why they are
+//! the same on every machine. Shapes: B batch, T tokens, C channels, V vocabulary, N = B·T rows.
 
 use crate::rng::numpy::NumpyRandom;
 

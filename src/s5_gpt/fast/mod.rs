@@ -3,7 +3,7 @@
 //!
 //! | module | what it adds | why the bits stay the same |
 //! |---|---|---|
-//! | [`kernels`] | packed, tiled matrix products; AVX2 loops; tanh on 16 lanes | each output still adds its terms in the lesson's order, with a multiply and then an add |
+//! | [`kernels`] | packed, tiled matrix products; AVX2 and FMA loops | each output still adds its terms in the lesson's order, each with one fused multiply-add |
 //! | [`team`] | the calling thread plus spinning helpers | work is split only along independent outputs, never inside a sum |
 //! | [`pool`] | buffers reused from step to step | every buffer is overwritten in full before it is read |
 //! | [`timers`] | time per op, for `--bench` | timing reads the clock, not the numbers |
@@ -150,21 +150,27 @@ impl Backend for Fast {
     }
 }
 
-/// Below this, `expf` is exactly +0 in float32 (it underflows below about −103.97), so the call is
-/// skipped.
+/// Below this, `expf` is exactly +0 in float32 (it underflows below about −103.97).
 const EXP_ZERO_BELOW: f32 = -104.0;
 
-/// The lesson's softmax of one row, without calling `expf` where it would give exactly 0 (masked
-/// scores).
+/// The lesson's softmax of one row. The exponentials come from [`kernels::expf`], eight at a time,
+/// and from `libm::expf` itself where that one does not cover (near underflow), or 0 where the
+/// library gives exactly 0 (masked scores): the library's bits either way.
+#[inline(always)]
 fn softmax_row(x: &[f32], out: &mut [f32]) {
     let max = x.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
     for (o, &v) in out.iter_mut().zip(x) {
+        *o = kernels::expf(v - max);
+    }
+    for (o, &v) in out.iter_mut().zip(x) {
         let d = v - max;
-        *o = if d < EXP_ZERO_BELOW {
-            0.0
-        } else {
-            libm::expf(d)
-        };
+        if !kernels::expf_covers(d) {
+            *o = if d < EXP_ZERO_BELOW {
+                0.0
+            } else {
+                libm::expf(d)
+            };
+        }
     }
     let sum = pairwise_sum(out);
     out.iter_mut().for_each(|o| *o /= sum);
@@ -174,9 +180,14 @@ fn softmax_row(x: &[f32], out: &mut [f32]) {
 fn softmax_rows(x: &[f32], out: &mut [f32], width: usize) {
     let band = (x.len() / width).div_ceil(team::threads()) * width;
     team::for_each(x.chunks(band).zip(out.chunks_mut(band)), |(x, out)| {
-        for (x, o) in x.chunks_exact(width).zip(out.chunks_exact_mut(width)) {
-            softmax_row(x, o);
-        }
+        vectorised(
+            #[inline(always)]
+            || {
+                for (x, o) in x.chunks_exact(width).zip(out.chunks_exact_mut(width)) {
+                    softmax_row(x, o);
+                }
+            },
+        )
     });
 }
 
