@@ -462,7 +462,7 @@ pub fn pairwise_sum_by(a: &[f32], f: impl Fn(f32) -> f32 + Copy) -> f32 {
 
 // ANCHOR: tanh
 /// Below this |x|, tanh is its odd polynomial; from here on, 1 − 2/(e^{2|x|} + 1).
-pub const TANH_SERIES_BELOW: f32 = 0.625;
+pub const TANH_SMALL: f32 = 0.625;
 /// tanh(x) = x + x·z·P(z) with z = x², on |x| < 0.625: P's coefficients, highest power first (a
 /// minimax fit, 0.07 ulp from tanh before rounding).
 pub const TANH_P: [f32; 5] = [
@@ -496,11 +496,8 @@ pub const INV_FACT: [f32; 6] = [
 /// these can run eight elements per vector instruction, each lane doing exactly these operations.
 #[inline(always)]
 pub fn tanh(x: f32) -> f32 {
-    let a = if x.abs() > TANH_ONE_FROM {
-        TANH_ONE_FROM
-    } else {
-        x.abs()
-    }; // NaN stays NaN
+    let a = x.abs();
+    let a = if a > TANH_ONE_FROM { TANH_ONE_FROM } else { a }; // NaN stays NaN
     // Small |x|: the odd polynomial.
     let z = a * a;
     let series = a + a * (z * TANH_P.iter().fold(0.0, |p, &c| p * z + c));
@@ -513,11 +510,7 @@ pub fn tanh(x: f32) -> f32 {
     let two_k = f32::from_bits((rounded.to_bits() << 23).wrapping_add(127 << 23));
     let exp_plus_1 = two_k * expm1_r + (two_k + 1.0); // 2ᵏ(eʳ − 1) + 2ᵏ + 1, rounded once
     let from_exp = 1.0 - 2.0 / exp_plus_1;
-    let t = if a < TANH_SERIES_BELOW {
-        series
-    } else {
-        from_exp
-    };
+    let t = if a < TANH_SMALL { series } else { from_exp };
     t.copysign(x)
 }
 // ANCHOR_END: tanh
