@@ -498,10 +498,24 @@ pub const INV_FACT: [f32; 6] = [
 pub fn tanh(x: f32) -> f32 {
     let a = x.abs();
     let a = if a > TANH_ONE_FROM { TANH_ONE_FROM } else { a }; // NaN stays NaN
-    // Small |x|: the odd polynomial.
+    let t = if a < TANH_SMALL {
+        tanh_series(a)
+    } else {
+        tanh_from_exp(a)
+    };
+    t.copysign(x)
+}
+
+/// tanh(a) for 0 ≤ a < 0.625: the odd polynomial a + a·z·P(z) with z = a².
+#[inline(always)]
+pub fn tanh_series(a: f32) -> f32 {
     let z = a * a;
-    let series = a + a * (z * TANH_P.iter().fold(0.0, |p, &c| p * z + c));
-    // Large |x|: e^{2a} = 2ᵏ·eʳ with 2a = k·ln 2 + r and |r| ≤ ln2/2.
+    a + a * (z * TANH_P.iter().fold(0.0, |p, &c| p * z + c))
+}
+
+/// tanh(a) for 0.625 ≤ a ≤ 10: 1 − 2/(e^{2a} + 1), with e^{2a} = 2ᵏ·eʳ, 2a = k·ln 2 + r, |r| ≤ ln2/2.
+#[inline(always)]
+pub fn tanh_from_exp(a: f32) -> f32 {
     let y = 2.0 * a;
     let rounded = y * std::f32::consts::LOG2_E + ROUND;
     let k = rounded - ROUND;
@@ -509,9 +523,7 @@ pub fn tanh(x: f32) -> f32 {
     let expm1_r = r + r * (r * INV_FACT.iter().fold(0.0, |s, &f| s * r + f));
     let two_k = f32::from_bits((rounded.to_bits() << 23).wrapping_add(127 << 23));
     let exp_plus_1 = two_k * expm1_r + (two_k + 1.0); // 2ᵏ(eʳ − 1) + 2ᵏ + 1, rounded once
-    let from_exp = 1.0 - 2.0 / exp_plus_1;
-    let t = if a < TANH_SMALL { series } else { from_exp };
-    t.copysign(x)
+    1.0 - 2.0 / exp_plus_1
 }
 // ANCHOR_END: tanh
 
