@@ -381,7 +381,7 @@ pub fn expf(x: f32) -> f32 {
     let rr = r * r;
     let c = r - rr * (P1 + rr * P2);
     let y = 1.0 + (r * c / (2.0 - c) - lo + hi);
-    let two_k = f32::from_bits(((0x7f + k) as u32) << 23); // 2ᵏ, k in −126..=126 here
+    let two_k = f32::from_bits((0x7f_i32.wrapping_add(k) as u32) << 23); // 2ᵏ where covered
     if hx > EXPF_TINY { y * two_k } else { 1.0 + x }
 }
 
