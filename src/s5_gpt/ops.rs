@@ -513,7 +513,8 @@ pub fn tanh_series(a: f32) -> f32 {
     a + a * (z * TANH_P.iter().fold(0.0, |p, &c| p * z + c))
 }
 
-/// tanh(a) for 0.625 ≤ a ≤ 10: 1 − 2/(e^{2a} + 1), with e^{2a} = 2ᵏ·eʳ, 2a = k·ln 2 + r, |r| ≤ ln2/2.
+/// tanh(a) for 0.625 ≤ a ≤ 10: 1 − 2/(e^{2a} + 1), with e^{2a} = 2ᵏ·eʳ for 2a = k·ln 2 + r and
+/// |r| ≤ ln2/2.
 #[inline(always)]
 pub fn tanh_from_exp(a: f32) -> f32 {
     let y = 2.0 * a;
