@@ -63,6 +63,19 @@ fn train_into(dir: &Path, steps: usize) {
     ]);
 }
 
+/// `train --resume dir --max-steps steps --quiet`: its report.
+fn resume_to(dir: &Path, steps: usize) -> String {
+    let steps = steps.to_string();
+    ok(&[
+        "train",
+        "--resume",
+        path(dir),
+        "--max-steps",
+        &steps,
+        "--quiet",
+    ])
+}
+
 /// The three files of checkpoints `a` and `b` are byte for byte the same.
 fn assert_same_checkpoint(a: &Path, b: &Path, when: &str) {
     for file in [MODEL_FILE, OPTIMIZER_FILE, "config.json"] {
@@ -166,14 +179,7 @@ fn a_resumed_run_ends_bit_identical_to_an_uninterrupted_one() {
     let (whole, parts) = (scratch("whole"), scratch("parts"));
     train_into(&whole, 40);
     train_into(&parts, 15);
-    let out = ok(&[
-        "train",
-        "--resume",
-        path(&parts),
-        "--max-steps",
-        "40",
-        "--quiet",
-    ]);
+    let out = resume_to(&parts, 40);
     assert!(
         out.contains("resuming") && out.contains("after step 15"),
         "{out}"
@@ -308,14 +314,7 @@ fn a_resumed_run_with_dropout_ends_bit_identical_to_an_uninterrupted_one() {
     };
     train(&whole, "40");
     train(&parts, "15");
-    ok(&[
-        "train",
-        "--resume",
-        path(&parts),
-        "--max-steps",
-        "40",
-        "--quiet",
-    ]);
+    resume_to(&parts, 40);
     assert_same_checkpoint(&whole, &parts, "after resuming");
 }
 
@@ -711,14 +710,7 @@ fn ctrl_c_saves_a_checkpoint_that_resumes_bit_identically() {
         "stopped after step {stopped_at}"
     );
 
-    ok(&[
-        "train",
-        "--resume",
-        path(&parts),
-        "--max-steps",
-        "400",
-        "--quiet",
-    ]);
+    resume_to(&parts, 400);
     assert_same_checkpoint(&whole, &parts, "after Ctrl-C and resume");
 }
 
@@ -757,14 +749,7 @@ fn a_checkpoint_saved_before_the_two_layers_still_loads() {
     for file in [MODEL_FILE, OPTIMIZER_FILE, "config.json"] {
         std::fs::copy(fixture.join(file), copy.join(file)).unwrap();
     }
-    ok(&[
-        "train",
-        "--resume",
-        path(&copy),
-        "--max-steps",
-        "40",
-        "--quiet",
-    ]);
+    resume_to(&copy, 40);
     for line in resumed.lines() {
         let (sha, file) = line.split_once("  ").unwrap();
         let got = attention_from_scratch::s5_gpt::app::files::sha256_hex(&bytes(&copy, file));

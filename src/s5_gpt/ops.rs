@@ -462,10 +462,10 @@ pub fn pairwise_sum_by(a: &[f32], f: impl Fn(f32) -> f32 + Copy) -> f32 {
 
 // ANCHOR: tanh
 /// Below this |x|, tanh is its odd polynomial; from here on, 1 − 2/(e^{2|x|} + 1).
-pub const TANH_SMALL: f32 = 0.625;
+const TANH_SMALL: f32 = 0.625;
 /// tanh(x) = x + x·z·P(z) with z = x², on |x| < 0.625: P's coefficients, highest power first (a
 /// minimax fit, 0.07 ulp from tanh before rounding).
-pub const TANH_P: [f32; 5] = [
+const TANH_P: [f32; 5] = [
     -0.005_717_048_4,
     0.020_650_592,
     -0.053_743_5,
@@ -473,14 +473,14 @@ pub const TANH_P: [f32; 5] = [
     -0.333_332_84,
 ];
 /// tanh(x) rounds to 1 in float32 from about 9.01; clamping at 10 keeps e^{2|x|} finite.
-pub const TANH_ONE_FROM: f32 = 10.0;
+const TANH_ONE_FROM: f32 = 10.0;
 /// ln 2 split in two so that k·LN2_HI is exact for the k used here (Cephes' constants).
-pub const LN2_HI: f32 = 0.693_359_4;
-pub const LN2_LO: f32 = -2.121_944_4e-4;
+const LN2_HI: f32 = 0.693_359_4;
+const LN2_LO: f32 = -2.121_944_4e-4;
 /// Adding 1.5·2²³ rounds a float32 to an integer and leaves it in the low bits.
-pub const ROUND: f32 = 12_582_912.0;
+const ROUND: f32 = 12_582_912.0;
 /// 1/n! for n = 7 down to 2: the Taylor series of eʳ − 1, highest power first.
-pub const INV_FACT: [f32; 6] = [
+const INV_FACT: [f32; 6] = [
     1.0 / 5040.0,
     1.0 / 720.0,
     1.0 / 120.0,
@@ -508,7 +508,7 @@ pub fn tanh(x: f32) -> f32 {
 
 /// tanh(a) for 0 ≤ a < 0.625: the odd polynomial a + a·z·P(z) with z = a².
 #[inline(always)]
-pub fn tanh_series(a: f32) -> f32 {
+fn tanh_series(a: f32) -> f32 {
     let z = a * a;
     a + a * (z * TANH_P.iter().fold(0.0, |p, &c| p * z + c))
 }
@@ -516,7 +516,7 @@ pub fn tanh_series(a: f32) -> f32 {
 /// tanh(a) for 0.625 ≤ a ≤ 10: 1 − 2/(e^{2a} + 1), with e^{2a} = 2ᵏ·eʳ for 2a = k·ln 2 + r and
 /// |r| ≤ ln2/2.
 #[inline(always)]
-pub fn tanh_from_exp(a: f32) -> f32 {
+fn tanh_from_exp(a: f32) -> f32 {
     let y = 2.0 * a;
     let rounded = y * std::f32::consts::LOG2_E + ROUND;
     let k = rounded - ROUND;
