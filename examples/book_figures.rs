@@ -1,4 +1,5 @@
 //! Draws the book's pictures into `book/src/img/`: `cargo run --release --example book_figures`.
+//! Each is drawn twice from the same numbers: in English, and in Chinese into `book/src/img/zh-CN/`.
 //!
 //! The attention heat maps take a moment; the stage-5 loss curve trains the GPT first (about a
 //! minute), unless `--attention-only` is given.
@@ -8,6 +9,7 @@ use std::process::ExitCode;
 
 use attention_from_scratch::cli::exit_code;
 use attention_from_scratch::figures::{self, Figure};
+use attention_from_scratch::lang::Lang;
 use attention_from_scratch::s5_gpt::app::files::write_atomic;
 use attention_from_scratch::s5_gpt::{self, GptError, app::Config};
 use clap::Parser;
@@ -23,31 +25,41 @@ struct Args {
 
 /// Writes `figure` into `book/src/img/`, whole or not at all.
 fn write(figure: &Figure) -> Result<(), GptError> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("book/src/img");
-    std::fs::create_dir_all(&dir).map_err(|source| GptError::Write {
-        path: dir.clone(),
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("book/src/img")
+        .join(&figure.file);
+    let dir = path.parent().expect("a file in a folder");
+    std::fs::create_dir_all(dir).map_err(|source| GptError::Write {
+        path: dir.to_path_buf(),
         source,
     })?;
-    write_atomic(&dir.join(&figure.file), figure.svg.as_bytes())?;
+    write_atomic(&path, figure.svg.as_bytes())?;
     println!("wrote book/src/img/{}", figure.file);
     Ok(())
 }
 
-/// Trains stage 5 with the tutorial's settings and draws its loss curve and learning rate (about a
-/// minute in release).
-fn training_curves() -> Result<[Figure; 2], GptError> {
+/// Trains stage 5 with the tutorial's settings and draws its loss curve and learning rate, in both
+/// editions' words (about a minute in release).
+fn training_curves() -> Result<Vec<Figure>, GptError> {
     let cfg = Config {
         progress: true,
         ..Config::default()
     };
     let report = s5_gpt::app::run(&mut std::io::sink(), &cfg)?;
-    let loss = figures::loss_curve(&report.losses, Some(report.test_loss));
-    Ok([loss, figures::learning_rate_curve(&report.lrs)])
+    let figures = Lang::ALL.into_iter().flat_map(|lang| {
+        [
+            figures::loss_curve(lang, &report.losses, Some(report.test_loss)),
+            figures::learning_rate_curve(lang, &report.lrs),
+        ]
+    });
+    Ok(figures.collect())
 }
 
 fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
-    for figure in figures::attention_figures()? {
-        write(&figure)?;
+    for lang in Lang::ALL {
+        for figure in figures::attention_figures(lang)? {
+            write(&figure)?;
+        }
     }
     if !args.attention_only {
         for figure in training_curves()? {

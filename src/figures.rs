@@ -1,9 +1,12 @@
 //! The book's pictures, drawn from the stages' own numbers:
 //! `cargo run --release --example book_figures` writes them to `book/src/img/`, and the tests check
-//! that the committed files are what this code draws.
+//! that the committed files are what this code draws. Each picture is drawn for both editions from
+//! the same numbers: the English one in `book/src/img/`, the Chinese one, in Chinese words, in
+//! `book/src/img/zh-CN/`.
 
 use ndarray::{ArrayView2, Axis};
 
+use crate::lang::Lang;
 use crate::plot::{self, Panel, Series};
 use crate::rng::torch::Generator;
 use crate::s1_simple::{TOKENS, inputs, simple_attention};
@@ -12,7 +15,7 @@ use crate::s3_causal::{CausalAttention, batch};
 use crate::s4_multihead::MultiHeadAttention;
 use crate::{BookSeeds, Error};
 
-/// A picture: its file name under `book/src/img/` and its SVG text.
+/// A picture: its path under `book/src/img/` (`zh-CN/…` for the Chinese edition's) and its SVG text.
 pub struct Figure {
     pub file: String,
     pub svg: String,
@@ -24,23 +27,27 @@ fn future(i: usize, j: usize) -> bool {
 }
 
 /// A figure of one or more heat maps on one colour scale, greyed above the diagonal when `causal`.
-fn heatmaps(file: &str, title: &str, panels: &[Panel], causal: bool) -> Figure {
+fn heatmaps(lang: Lang, file: &str, title: &str, panels: &[Panel], causal: bool) -> Figure {
     let masked: Option<&dyn Fn(usize, usize) -> bool> = if causal { Some(&future) } else { None };
     Figure {
-        file: file.into(),
-        svg: plot::heatmaps(title, panels, &TOKENS, masked),
+        file: format!("{}{file}", lang.dir()),
+        svg: plot::heatmaps(lang, title, panels, &TOKENS, masked),
     }
 }
 
-/// The pictures of stages 1, 3 and 4, at the book's seeds. They draw no training, so they are
-/// quick.
-pub fn attention_figures() -> Result<Vec<Figure>, Error> {
+/// The pictures of stages 1, 3 and 4, at the book's seeds, in `lang`'s words. They draw no
+/// training, so they are quick.
+pub fn attention_figures(lang: Lang) -> Result<Vec<Figure>, Error> {
     let seeds = BookSeeds::default();
     let (_, weights, _) = simple_attention(&inputs().view()); // (T, T)
     let whole = |weights| [Panel { title: "", weights }];
     let mut figures = vec![heatmaps(
+        lang,
         "s1_simple_weights.svg",
-        "Stage 1: the weights of simple_attention",
+        lang.pick(
+            "Stage 1: the weights of simple_attention",
+            "第 1 阶段：simple_attention 的权重",
+        ),
         &whole(weights.view()),
         false,
     )];
@@ -53,8 +60,12 @@ pub fn attention_figures() -> Result<Vec<Figure>, Error> {
     let ca = CausalAttention::new(&mut rng, d_in, D_OUT, context_length, 0.0, false);
     let weights = ca.attn_weights(&batch.view())?; // (B, T, T)
     figures.push(heatmaps(
+        lang,
         "s3_causal_weights.svg",
-        "Stage 3: CausalAttention::attn_weights at seed 789",
+        lang.pick(
+            "Stage 3: CausalAttention::attn_weights at seed 789",
+            "第 3 阶段：种子 789 下的 CausalAttention::attn_weights",
+        ),
         &whole(weights.index_axis(Axis(0), 0)),
         true,
     ));
@@ -63,15 +74,19 @@ pub fn attention_figures() -> Result<Vec<Figure>, Error> {
     let mha = MultiHeadAttention::new(&mut rng, d_in, D_OUT, context_length, 0.0, 2, false)?;
     let weights = mha.attn_weights(&batch.view())?; // (B, H, T, T)
     let first_item = weights.index_axis(Axis(0), 0); // (H, T, T)
-    let titles = ["head 0", "head 1"];
+    let titles = [lang.pick("head 0", "头 0"), lang.pick("head 1", "头 1")];
     let panels: Vec<Panel> = first_item
         .outer_iter()
         .zip(titles)
         .map(|(weights, title)| Panel { title, weights })
         .collect();
     figures.push(heatmaps(
+        lang,
         "s4_multihead_heads.svg",
-        "Stage 4: MultiHeadAttention::attn_weights at seed 123",
+        lang.pick(
+            "Stage 4: MultiHeadAttention::attn_weights at seed 123",
+            "第 4 阶段：种子 123 下的 MultiHeadAttention::attn_weights",
+        ),
         &panels,
         true,
     ));
@@ -93,36 +108,40 @@ fn smoothed(losses: &[f32], window: usize) -> Vec<(f64, f64)> {
 
 /// Stage 5's loss curve: the training loss of every step, averaged over windows of 200 steps, and
 /// the test loss after training, when there is one, as a level line.
-pub fn loss_curve(losses: &[f32], test_loss: Option<f64>) -> Figure {
+pub fn loss_curve(lang: Lang, losses: &[f32], test_loss: Option<f64>) -> Figure {
     let mut series = vec![Series {
-        name: "train loss (200-step mean)",
+        name: lang.pick("train loss (200-step mean)", "训练损失（每 200 步的均值）"),
         colour: "#1f77b4",
         points: smoothed(losses, 200),
     }];
     if let Some(test_loss) = test_loss {
         let last = losses.len() as f64;
         series.push(Series {
-            name: "test loss after training",
+            name: lang.pick("test loss after training", "训练后的测试损失"),
             colour: "#d62728",
             points: vec![(0.0, test_loss), (last, test_loss)],
         });
     }
     let svg = plot::line_chart(
-        "Stage 5: training on Tiny Shakespeare",
-        "step",
-        "cross-entropy loss",
+        lang,
+        lang.pick(
+            "Stage 5: training on Tiny Shakespeare",
+            "第 5 阶段：在 Tiny Shakespeare 上训练",
+        ),
+        lang.pick("step", "步数"),
+        lang.pick("cross-entropy loss", "交叉熵损失"),
         &series,
     );
     Figure {
-        file: "s5_gpt_loss.svg".into(),
+        file: format!("{}s5_gpt_loss.svg", lang.dir()),
         svg,
     }
 }
 
 /// Stage 5's learning rate at every step: the warm-up–cosine schedule the run used.
-pub fn learning_rate_curve(lrs: &[f64]) -> Figure {
+pub fn learning_rate_curve(lang: Lang, lrs: &[f64]) -> Figure {
     let series = [Series {
-        name: "learning rate",
+        name: lang.pick("learning rate", "学习率"),
         colour: "#2ca02c",
         points: lrs
             .iter()
@@ -132,20 +151,28 @@ pub fn learning_rate_curve(lrs: &[f64]) -> Figure {
             .collect(),
     }];
     let svg = plot::line_chart(
-        "Stage 5: warm-up, then a cosine",
-        "step",
-        "learning rate",
+        lang,
+        lang.pick(
+            "Stage 5: warm-up, then a cosine",
+            "第 5 阶段：先预热，再余弦退火",
+        ),
+        lang.pick("step", "步数"),
+        lang.pick("learning rate", "学习率"),
         &series,
     );
     Figure {
-        file: "s5_gpt_lr.svg".into(),
+        file: format!("{}s5_gpt_lr.svg", lang.dir()),
         svg,
     }
 }
 
-/// The attention weights of a trained stage-5 model on `line`: `maps[b][h]` is block b's head h, a
-/// (T, T) matrix in row-major order. One panel per head, a row of panels per block.
-pub fn s5_attention_maps(title: &str, maps: &[Vec<Vec<f32>>], line: &str) -> Figure {
+/// The attention weights of a stage-5 model trained with `flags`, on `line`: `maps[b][h]` is block
+/// b's head h, a (T, T) matrix in row-major order. One panel per head, a row of panels per block.
+pub fn s5_attention_maps(lang: Lang, flags: &str, maps: &[Vec<Vec<f32>>], line: &str) -> Figure {
+    let title = match lang {
+        Lang::En => format!("Attention weights of the model trained with {flags}"),
+        Lang::ZhCn => format!("用 {flags} 训练的模型的注意力权重"),
+    };
     let labels: Vec<String> = line
         .chars()
         .map(|c| match c {
@@ -159,17 +186,22 @@ pub fn s5_attention_maps(title: &str, maps: &[Vec<Vec<f32>>], line: &str) -> Fig
     for (b, heads) in maps.iter().enumerate() {
         for (h, weights) in heads.iter().enumerate() {
             let view = ArrayView2::from_shape((t, t), &weights[..]).expect("(T, T) weights");
-            panels.push((format!("block {b}, head {h}"), view));
+            let name = match lang {
+                Lang::En => format!("block {b}, head {h}"),
+                Lang::ZhCn => format!("模块 {b}，头 {h}"),
+            };
+            panels.push((name, view));
         }
     }
     let per_row = maps.first().map_or(1, Vec::len);
     Figure {
-        file: "s5_beyond_attention.svg".into(),
-        svg: plot::heatmap_grid(title, &panels, &labels, per_row),
+        file: format!("{}s5_beyond_attention.svg", lang.dir()),
+        svg: plot::heatmap_grid(lang, &title, &panels, &labels, per_row),
     }
 }
 
-/// Tests and the figure example compare against the committed copy under `book/src/img/`.
+/// Tests and the figure example compare against the committed copy under `book/src/img/` (`file` is a
+/// [`Figure::file`], so `zh-CN/…` for a Chinese one).
 pub fn committed(file: &str) -> std::io::Result<String> {
     std::fs::read_to_string(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -190,12 +222,45 @@ mod tests {
 
     #[test]
     fn causal_figures_hide_the_future() {
-        let figures = attention_figures().unwrap();
+        let figures = attention_figures(Lang::En).unwrap();
         assert_eq!(figures.len(), 3);
         let masked_cells = |svg: &str| svg.matches("fill=\"#e4e4e4\" stroke=\"white\"").count();
         // 15 of the 36 cells lie above the diagonal, in each of stage 4's two heads too.
         assert_eq!(masked_cells(&figures[0].svg), 0);
         assert_eq!(masked_cells(&figures[1].svg), 15);
         assert_eq!(masked_cells(&figures[2].svg), 30);
+    }
+
+    /// The lines of `svg` with their words and the font list left out: what both editions share.
+    fn geometry(svg: &str) -> Vec<String> {
+        let cut = |line: &str, from: usize, to: usize| format!("{}{}", &line[..from], &line[to..]);
+        svg.lines()
+            .map(|line| {
+                if let Some(at) = line.find("font-family=\"") {
+                    let end = at + 13 + line[at + 13..].find('"').unwrap();
+                    return cut(line, at, end + 1);
+                }
+                match (line.find("<text"), line.find("</text>")) {
+                    (Some(open), Some(close)) => {
+                        cut(line, open + line[open..].find('>').unwrap() + 1, close)
+                    }
+                    _ => line.to_string(),
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn both_editions_draw_the_same_picture_in_their_own_words() {
+        let english = attention_figures(Lang::En).unwrap();
+        let chinese = attention_figures(Lang::ZhCn).unwrap();
+        assert_eq!(english.len(), chinese.len());
+        for (en, zh) in english.iter().zip(&chinese) {
+            assert_eq!(zh.file, format!("zh-CN/{}", en.file));
+            assert_eq!(geometry(&en.svg), geometry(&zh.svg), "{}", zh.file);
+            assert!(zh.svg.contains(">权重</text>") && !zh.svg.contains(">weight</text>"));
+            assert!(en.svg.contains("font-family=\"sans-serif\""));
+            assert!(zh.svg.contains("'Noto Sans CJK SC'") && zh.svg.contains(", sans-serif\""));
+        }
     }
 }

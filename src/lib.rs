@@ -3,6 +3,7 @@
 pub mod cli;
 pub mod error;
 pub mod figures;
+pub mod lang;
 pub mod plot;
 pub mod print;
 pub mod rng;

@@ -4,10 +4,14 @@
 //! That keeps the files byte-stable, so a test can check that the committed pictures are what the
 //! code draws now, and it needs no fonts or native libraries at build time: the browser lays out
 //! the labels.
+//!
+//! Each picture is drawn in either edition's words ([`Lang`]), on the same geometry.
 
 use std::fmt::Write;
 
 use ndarray::ArrayView2;
+
+use crate::lang::Lang;
 
 /// Side of one heat-map cell, in pixels.
 const CELL: f64 = 52.0;
@@ -59,11 +63,17 @@ fn scale_top<'a>(weights: impl Iterator<Item = &'a f32>) -> f64 {
     round_up(top, scale_step(top))
 }
 
+/// The fonts of the Chinese pictures: the common Chinese system fonts of Linux, macOS and Windows,
+/// then any sans-serif. Nothing is fetched: a picture shown with `<img>` may load no font anyway.
+const CJK_FONTS: &str = "'Noto Sans CJK SC', 'Source Han Sans SC', 'PingFang SC', \
+                         'Hiragino Sans GB', 'Microsoft YaHei', 'WenQuanYi Micro Hei', sans-serif";
+
 /// The opening tag, a white background and the title centred on top.
-fn open_svg(width: f64, height: f64, title: &str) -> String {
+fn open_svg(lang: Lang, width: f64, height: f64, title: &str) -> String {
+    let fonts = lang.pick("sans-serif", CJK_FONTS);
     format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width:.0}\" height=\"{height:.0}\" \
-         viewBox=\"0 0 {width:.0} {height:.0}\" font-family=\"sans-serif\" font-size=\"13\">\n\
+         viewBox=\"0 0 {width:.0} {height:.0}\" font-family=\"{fonts}\" font-size=\"13\">\n\
          <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
          <text x=\"{:.1}\" y=\"20\" text-anchor=\"middle\" font-size=\"15\">{}</text>\n",
         width / 2.0,
@@ -88,6 +98,7 @@ pub struct Panel<'a> {
 /// cell shows its weight, darker for more. A cell the causal mask removed (`-inf` before softmax,
 /// so weight 0) is grey.
 pub fn heatmap(
+    lang: Lang,
     title: &str,
     weights: &ArrayView2<f32>,
     tokens: &[&str],
@@ -97,13 +108,14 @@ pub fn heatmap(
         title: "",
         weights: weights.view(),
     };
-    heatmaps(title, &[panel], tokens, masked)
+    heatmaps(lang, title, &[panel], tokens, masked)
 }
 
 /// Heat maps side by side, on one colour scale, with the scale drawn on the right as a bar. Each
 /// cell is filled by its weight and also prints it, two decimals, in white on the darker half of
 /// the scale.
 pub fn heatmaps(
+    lang: Lang,
     title: &str,
     panels: &[Panel],
     tokens: &[&str],
@@ -129,19 +141,24 @@ pub fn heatmaps(
     let grid_right = panels.len() as f64 * (panel_width + GAP) - GAP;
     let width = grid_right + LEGEND;
     let height = TOP + CELL * n as f64 + BOTTOM;
-    let mut svg = open_svg(width, height, title);
+    let mut svg = open_svg(lang, width, height, title);
     for (k, panel) in panels.iter().enumerate() {
         let left = k as f64 * (panel_width + GAP) + ROW_LABELS;
         draw_panel(&mut svg, panel, tokens, left, top_of_scale, &is_masked);
     }
+    let note = lang.pick(
+        "row: the query token · column: the key token it attends to",
+        "行：查询词元 · 列：它所关注的键词元",
+    );
     let _ = writeln!(
         svg,
         "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" font-size=\"12\" fill=\"#555\">\
-         row: the query token · column: the key token it attends to</text>",
+         {note}</text>",
         grid_right / 2.0,
         height - 14.0
     );
     draw_scale(
+        lang,
         &mut svg,
         grid_right + 22.0,
         top_of_scale,
@@ -221,7 +238,7 @@ fn scale_step(top_of_scale: f64) -> f64 {
 
 /// The colour scale: a bar from 0 at the bottom to `top_of_scale` at the top, as tall as `n` cells,
 /// labelled at every [`scale_step`], and a grey swatch for masked cells when there are any.
-fn draw_scale(svg: &mut String, left: f64, top_of_scale: f64, n: usize, masked: bool) {
+fn draw_scale(lang: Lang, svg: &mut String, left: f64, top_of_scale: f64, n: usize, masked: bool) {
     let (bar_width, bar_height) = (16.0, CELL * n as f64);
     svg.push_str("<defs><linearGradient id=\"scale\" x1=\"0\" y1=\"1\" x2=\"0\" y2=\"0\">\n");
     for k in 0..BLUES.len() {
@@ -236,8 +253,9 @@ fn draw_scale(svg: &mut String, left: f64, top_of_scale: f64, n: usize, masked: 
     );
     let _ = writeln!(
         svg,
-        "<text x=\"{left:.1}\" y=\"{:.1}\" font-size=\"12\">weight</text>",
-        TOP - 10.0
+        "<text x=\"{left:.1}\" y=\"{:.1}\" font-size=\"12\">{}</text>",
+        TOP - 10.0,
+        lang.pick("weight", "权重")
     );
     let step = scale_step(top_of_scale);
     let ticks = (top_of_scale / step).round() as u32;
@@ -260,9 +278,10 @@ fn draw_scale(svg: &mut String, left: f64, top_of_scale: f64, n: usize, masked: 
         );
         let _ = writeln!(
             svg,
-            "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"12\">masked</text>",
+            "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"12\">{}</text>",
             left + bar_width + 6.0,
-            y + 12.0
+            y + 12.0,
+            lang.pick("masked", "已遮盖")
         );
     }
 }
@@ -274,6 +293,7 @@ const SMALL_CELL: f64 = 12.0;
 /// titled. The cells carry no numbers; `labels` (one per token) run down the left and along the top
 /// of each panel, and the cells above the diagonal (the future a causal mask hides) are grey.
 pub fn heatmap_grid(
+    lang: Lang,
     title: &str,
     panels: &[(String, ArrayView2<f32>)],
     labels: &[String],
@@ -285,7 +305,7 @@ pub fn heatmap_grid(
     let rows = panels.len().div_ceil(per_row.max(1));
     let width = margin + (side + gap) * per_row.min(panels.len()) as f64;
     let height = 40.0 + (margin + 20.0 + side + 16.0) * rows as f64;
-    let mut svg = open_svg(width, height, title);
+    let mut svg = open_svg(lang, width, height, title);
     for (k, (name, weights)) in panels.iter().enumerate() {
         assert_eq!(weights.dim(), (t, t), "one label per row and column");
         let left = margin + (side + gap) * (k % per_row) as f64;
@@ -338,7 +358,13 @@ pub struct Series<'a> {
 }
 
 /// A line chart with axes, tick labels, and a legend; the axes fit the data.
-pub fn line_chart(title: &str, x_label: &str, y_label: &str, series: &[Series]) -> String {
+pub fn line_chart(
+    lang: Lang,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[Series],
+) -> String {
     let (width, height) = (720.0, 420.0);
     let (left, right, top, bottom) = (70.0, 20.0, 40.0, 50.0);
     let all = series.iter().flat_map(|s| s.points.iter());
@@ -357,7 +383,7 @@ pub fn line_chart(title: &str, x_label: &str, y_label: &str, series: &[Series]) 
         let py = top + (height - top - bottom) * (y_max - y) / (y_max - y_min).max(1e-9);
         (px, py)
     };
-    let mut svg = open_svg(width, height, title);
+    let mut svg = open_svg(lang, width, height, title);
     let (x0, y0) = to_px(0.0, y_min);
     let (x1, y1) = to_px(x_max, y_max);
     let _ = writeln!(
@@ -438,7 +464,7 @@ mod tests {
     fn heatmap_has_one_cell_per_weight_and_greys_masked_cells() {
         let w = ndarray::arr2(&[[1.0f32, 0.0], [0.4, 0.6]]);
         let causal = |i: usize, j: usize| j > i;
-        let svg = heatmap("t", &w.view(), &["a", "b"], Some(&causal));
+        let svg = heatmap(Lang::En, "t", &w.view(), &["a", "b"], Some(&causal));
         // Four cells, the scale's bar and the swatch for masked cells.
         assert_eq!(svg.matches("<rect x=").count(), 4 + 2);
         assert_eq!(svg.matches(MASKED).count(), 1 + 1);
@@ -460,7 +486,7 @@ mod tests {
         assert_eq!(scale_top([1.0f32].iter()), 1.0);
         assert_eq!(scale_top([0.33f32].iter()), 0.4);
         assert_eq!(scale_step(0.25), 0.05);
-        let svg = heatmap("t", &w.view(), &["a", "b"], None);
+        let svg = heatmap(Lang::En, "t", &w.view(), &["a", "b"], None);
         assert!(svg.contains(">0.25</text>"), "the scale's top label");
         assert!(!svg.contains(MASKED), "no mask, no swatch");
     }
@@ -479,7 +505,7 @@ mod tests {
                 weights: b.view(),
             },
         ];
-        let svg = heatmaps("t", &panels, &["a", "b"], None);
+        let svg = heatmaps(Lang::En, "t", &panels, &["a", "b"], None);
         assert_eq!(svg.matches("url(#scale)").count(), 1);
         assert!(svg.contains(">head 0</text>") && svg.contains(">head 1</text>"));
         assert_eq!(svg.matches(&format!("fill=\"{}\"", blue(1.0))).count(), 2);
@@ -490,7 +516,7 @@ mod tests {
         let w = ndarray::arr2(&[[1.0f32, 0.0], [0.4, 0.6]]);
         let panels = vec![("head 0".to_string(), w.view()); 3];
         let labels = ["a".to_string(), "b".to_string()];
-        let svg = heatmap_grid("t", &panels, &labels, 2);
+        let svg = heatmap_grid(Lang::En, "t", &panels, &labels, 2);
         assert_eq!(svg.matches("<rect x=").count(), 3 * 4);
         assert_eq!(svg.matches("#e0e0e0").count(), 3);
         assert_eq!(svg.matches(">head 0</text>").count(), 3);
@@ -503,7 +529,7 @@ mod tests {
             colour: "red",
             points: vec![(0.0, 4.0), (10.0, 2.0)],
         };
-        let svg = line_chart("t", "step", "loss", &[s]);
+        let svg = line_chart(Lang::En, "t", "step", "loss", &[s]);
         assert_eq!(svg.matches("<polyline").count(), 1);
         assert!(svg.contains("points=\"70.0,40.0 700.0,370.0\""));
     }

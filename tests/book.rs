@@ -163,7 +163,11 @@ fn every_chapter_is_in_the_summary() {
 
 #[test]
 fn committed_attention_pictures_are_what_the_code_draws() {
-    for figure in attention_from_scratch::figures::attention_figures().unwrap() {
+    // Both editions' copies: book/src/img/ and book/src/img/zh-CN/.
+    let figures = attention_from_scratch::lang::Lang::ALL
+        .into_iter()
+        .flat_map(|lang| attention_from_scratch::figures::attention_figures(lang).unwrap());
+    for figure in figures {
         let committed = attention_from_scratch::figures::committed(&figure.file)
             .unwrap_or_else(|e| panic!("book/src/img/{}: {e}", figure.file));
         assert!(
@@ -171,6 +175,27 @@ fn committed_attention_pictures_are_what_the_code_draws() {
             "book/src/img/{} is stale; run `cargo run --release --example book_figures`",
             figure.file
         );
+    }
+}
+
+#[test]
+fn committed_ablation_tables_and_picture_are_drawn_from_the_record() {
+    use attention_from_scratch::figures::{committed, s5_attention_maps};
+    use attention_from_scratch::lang::Lang;
+    use attention_from_scratch::s5_gpt::app::ablation::{LINE, Record, chapter_tables};
+    let read = |file: &str| fs::read_to_string(book_src().join("generated").join(file)).unwrap();
+    let record: Record = serde_json::from_str(&read("ablation.json")).unwrap();
+    let maps: Vec<Vec<Vec<f32>>> = serde_json::from_str(&read("ablation_attention.json")).unwrap();
+    let stale = "is stale; run `cargo run --release --example ablation -- --render`";
+    for lang in Lang::ALL {
+        for (file, text) in chapter_tables(lang, &record).unwrap() {
+            let path = format!("{}{file}", lang.dir());
+            assert!(read(&path) == text, "book/src/generated/{path} {stale}");
+        }
+        let flags = &record.best().unwrap().variant.flags;
+        let figure = s5_attention_maps(lang, flags, &maps, LINE);
+        let drawn = committed(&figure.file).unwrap_or_default() == figure.svg;
+        assert!(drawn, "book/src/img/{} {stale}", figure.file);
     }
 }
 

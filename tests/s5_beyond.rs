@@ -2,6 +2,7 @@
 //! trains 300 steps instead of 31,368, so the losses are early ones; `examples/ablation.rs` writes the
 //! book's full-length tables with the same code.
 
+use attention_from_scratch::lang::Lang;
 use attention_from_scratch::s5_gpt::app::ablation::{
     ALL_OF_THEM, TUTORIAL, mask_table, mask_value_0, measure, table, variants,
 };
@@ -38,8 +39,8 @@ fn short_ablation() {
     }
     let text = format!(
         "{STEPS} steps per model\n\n{}\n{}",
-        table(&rows, false),
-        mask_table(&[(tutorial, &zero[0]), (everything, &zero[1])])
+        table(Lang::En, &rows, false),
+        mask_table(Lang::En, &[(tutorial, &zero[0]), (everything, &zero[1])])
     );
     insta::assert_snapshot!(text);
 }

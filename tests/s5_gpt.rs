@@ -824,12 +824,15 @@ fn chapter_run() {
     insta::assert_snapshot!("chapter_3_testing", testing);
     insta::assert_snapshot!("chapter_4_sample", sample);
 
-    // The book's loss curve and learning rate are drawn from this same run.
+    // The book's loss curve and learning rate are drawn from this same run, in both editions.
     use attention_from_scratch::figures::{committed, learning_rate_curve, loss_curve};
-    let curves = [
-        loss_curve(&report.losses, Some(report.test_loss)),
-        learning_rate_curve(&report.lrs),
-    ];
+    use attention_from_scratch::lang::Lang;
+    let curves = Lang::ALL.into_iter().flat_map(|lang| {
+        [
+            loss_curve(lang, &report.losses, Some(report.test_loss)),
+            learning_rate_curve(lang, &report.lrs),
+        ]
+    });
     for figure in curves {
         assert!(
             committed(&figure.file).unwrap_or_default() == figure.svg,

@@ -9,6 +9,7 @@ use super::config::Config;
 use super::files::write_atomic;
 use super::progress::Progress;
 use crate::figures;
+use crate::lang::Lang;
 use crate::s5_gpt::data::{CharDataset, Split};
 use crate::s5_gpt::error::GptError;
 use crate::s5_gpt::train::{TestResult, Trainer};
@@ -115,7 +116,7 @@ pub fn write_curves(
         write_atomic(path, text.as_bytes())?;
     }
     if let Some(path) = &cfg.plot {
-        let figure = figures::loss_curve(&trainer.losses, test_loss);
+        let figure = figures::loss_curve(Lang::En, &trainer.losses, test_loss);
         write_atomic(path, figure.svg.as_bytes())?;
     }
     Ok(())
