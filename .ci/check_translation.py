@@ -13,6 +13,9 @@ numbers), and fails, naming the messages, when a catalogue
   see book/math_spans.py) must stand in its translation exactly as written;
 - ends a message with a line break where the English does not, or the other way round (code comments).
 
+Then it runs check_chinese_edition.py, which checks what the catalogue cannot translate: the generated
+tables and the pictures the chapters show, the panels' labels and mdBook's own interface.
+
 The .po files are read here directly, without the GNU gettext tools.
 """
 
@@ -148,6 +151,10 @@ def main():
     if failed:
         sys.exit("error: a translation is incomplete or out of date; run `bash book/po/update.sh`, translate "
                  "the entries it reports, and commit the catalogue with the English change")
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import check_chinese_edition
+
+    check_chinese_edition.main()
 
 
 if __name__ == "__main__":
