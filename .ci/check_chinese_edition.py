@@ -10,7 +10,7 @@ them. This fails, with one line naming the file and the fix, when
   book/src/generated/zh-CN/X.md, the catalogue's translation of the include line does not point to it, or
   the counterpart is the English file unchanged although that has words in it (not only code);
 - a picture book/src/img/X.svg has no book/src/img/zh-CN/X.svg, the translated image line does not show
-  it, or its text is not Chinese;
+  it (in the catalogue and in the built pages), or its text is not Chinese;
 - book/theme/play-labels.js, when it exists, lacks a Chinese label for an English one, has other keys in
   one language than in the other, or gives a Chinese label equal to the English one (unless it is only
   code, punctuation or numbers);
@@ -21,6 +21,7 @@ them. This fails, with one line naming the file and the fix, when
 """
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -123,8 +124,9 @@ def object_after_equals(path):
 
 
 def only_code(text):
-    """True for a label with nothing to translate: code, punctuation, numbers, symbols."""
-    return not has_words(re.sub(r"`[^`]*`|--[a-z-]+|\{[^}]*\}", "", text))
+    """True for a label with nothing to translate: code (`…`, a --flag, an identifier with _ or ::, a
+    {placeholder}), punctuation, numbers, symbols."""
+    return not has_words(re.sub(r"`[^`]*`|--[a-z-]+|\{[^}]*\}|\S*(_|::|\d)\S*", "", text))
 
 
 def check_play_labels():
@@ -214,6 +216,10 @@ def check_pages(built):
         for word in page_words(html):
             if english(word) and word not in words and word not in NAMES:
                 untranslated.setdefault(word, []).append(page.name)
+    for page in pages:
+        for picture in sorted(set(re.findall(r'src="(img/[^/"]+\.svg)"', page.read_text(encoding="utf-8")))):
+            problems.append(f"{page.name}: shows the English picture {picture}; its translated line must show "
+                            f"{picture.replace('img/', 'img/zh-CN/')}")
     for word, shown_on in sorted(untranslated.items()):
         more = f" and {len(shown_on) - 1} more pages" if len(shown_on) > 1 else ""
         problems.append(f"{shown_on[0]}{more}: mdBook's {word!r} has no Chinese; add it to WORDS in {rel(INTERFACE)}")
@@ -260,7 +266,6 @@ def check_live_pages(built, words):
 
 
 def build_chinese(destination):
-    import os
     env = dict(os.environ, MDBOOK_BOOK__LANGUAGE="zh-CN")
     run = subprocess.run(["mdbook", "build", "book", "-d", destination], cwd=ROOT, env=env,
                          capture_output=True, text=True)
