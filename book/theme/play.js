@@ -82,7 +82,11 @@
         }
 
         start() {
-            this.worker = new Worker(ROOT + "play/worker.js", { type: "module" });
+            try {
+                this.worker = new Worker(ROOT + "play/worker.js", { type: "module" });
+            } catch (e) {
+                throw new PlayError(String(e && e.message ? e.message : e), "unavailable");
+            }
             this.worker.onmessage = (event) => this.answer(event.data);
             // A module that fails to load (no worker script) reports here, with no message of its own.
             this.worker.onerror = (event) => {
@@ -115,11 +119,11 @@
 
         /** Calls op in the worker; resolves to {value, ms}, ms being the time the export took. */
         timed(op, ...args) {
-            if (!this.worker) {
-                this.start();
-            }
-            const id = this.nextId++;
             return new Promise((resolve, reject) => {
+                if (!this.worker) {
+                    this.start();
+                }
+                const id = this.nextId++;
                 this.pending.set(id, { resolve, reject });
                 this.worker.postMessage({ id, op, args });
             });
@@ -605,9 +609,13 @@
             this.command.textContent = this.maskValues().map((v) =>
                 "cargo run --release --example s5_gpt -- --max-steps " + this.steps.value.trim() +
                 " --loss-csv loss.csv " + this.flags(v)).join("\n");
-            if (this.runs.length && !this.going) {
-                this.stale = true;
-            }
+        }
+
+        /** Whether Start goes on with the runs there are: the same flags, and steps left to train. */
+        canGoOn(target) {
+            const wanted = this.maskValues().map((v) => this.flags(v));
+            return this.runs.length === wanted.length && this.runs.every((run, k) => run.flags === wanted[k]) &&
+                this.runs.some((run) => run.steps < target);
         }
 
         target() {
@@ -633,17 +641,13 @@
             this.startButton.textContent = t("pause");
             this.state("running");
             try {
-                if (!this.runs.length || this.stale) {
+                if (!this.canGoOn(target)) {
                     await this.open();
                 }
                 if (!this.going) {
                     return;
                 }
-                const startedAt = performance.now();
-                const before = this.runs.map((r) => r.steps);
                 await Promise.all(this.runs.map((run) => run.train(target, () => this.going, () => this.update(target))));
-                this.wallMs = (this.wallMs || 0) + performance.now() - startedAt;
-                this.wallSteps = (this.wallSteps || 0) + this.runs[0].steps - before[0];
                 this.update(target);
                 const finished = this.runs.every((r) => r.steps >= target);
                 this.state(finished ? "done" : "paused");
@@ -670,9 +674,6 @@
                     outputBox(t("losses"), run.losses_pre));
                 return run.box;
             }));
-            this.stale = false;
-            this.wallMs = 0;
-            this.wallSteps = 0;
             await Promise.all(this.runs.map((run) => run.open()));
         }
 
