@@ -162,12 +162,11 @@
     // The parts of a panel.
 
     class Panel {
-        constructor(node, title) {
+        constructor(node) {
             this.node = node;
             node.replaceChildren();
             node.classList.add("play-ready");
             this.message = el("p", { class: "play-message", role: "status" });
-            node.append(el("div", { class: "play-title" }, title));
             this.state("idle");
         }
 
@@ -175,8 +174,9 @@
             this.node.dataset.state = name;
         }
 
+        /** Shows one line. */
         say(text, isError) {
-            this.message.textContent = text;
+            this.message.replaceChildren(...rich(text));
             this.message.classList.toggle("play-error", Boolean(isError));
         }
 
@@ -185,6 +185,11 @@
             this.say(messageFor(error, missingKey), true);
             this.state(error.kind === "input" ? "error" : "unavailable");
         }
+    }
+
+    /** A label's text as nodes: what stands between backticks is shown as code. */
+    function rich(text) {
+        return String(text).split("`").map((part, i) => (i % 2 ? el("code", {}, part) : part));
     }
 
     /** A labelled field: el's <label> holding the caption and the control. */
@@ -206,7 +211,8 @@
 
     /** A box of output text under its caption, scrolled when long. */
     function outputBox(caption, pre) {
-        return el("div", { class: "play-output-box" }, el("div", { class: "play-output-caption" }, caption), pre);
+        const captionNode = typeof caption === "string" ? el("span", {}, ...rich(caption)) : caption;
+        return el("div", { class: "play-output-box" }, el("div", { class: "play-output-caption" }, captionNode), pre);
     }
 
     function blue(fraction) {
@@ -288,7 +294,7 @@
 
     class StagePanel extends Panel {
         constructor(node) {
-            super(node, t("run_title"));
+            super(node);
             this.stage = node.dataset.stage;
             this.engine = new Engine();
             this.seed = textInput("play-seed", PARAMS.get("seed") || "", {
@@ -305,7 +311,7 @@
                 controls.append(field(t(KNOBS[node.dataset.knob].caption), this.knob));
             }
             controls.append(this.button);
-            node.append(el("p", { class: "play-intro" }, t("run_intro")), controls, this.message, this.maps);
+            node.append(controls, this.message, this.maps);
             if (node.dataset.knob === "query") {
                 this.queryOutput = el("pre", { class: "play-query-output" });
                 this.queryCaption = el("span", {});
@@ -342,7 +348,7 @@
         showCommand() {
             const seed = this.seed.value.trim();
             const flags = seed ? " -- --seed " + seed : "";
-            this.outputCaption.textContent = t("output", { stage: this.stage, flags: flags });
+            this.outputCaption.replaceChildren(...rich(t("output", { stage: this.stage, flags: flags })));
             if (this.queryCaption) {
                 this.queryCaption.textContent = t("query_output", { word: TOKENS[Number(this.knob.value)] });
             }
@@ -524,7 +530,7 @@
 
     class TrainPanel extends Panel {
         constructor(node) {
-            super(node, t("train_title"));
+            super(node);
             this.runs = [];
             this.going = false;
             const initialMask = PARAMS.get("mask-value");
@@ -557,7 +563,7 @@
                 field(t("qkv"), this.qkv, "play-check"), field(t("residual"), this.residual, "play-check"),
                 field(t("layer_norm"), this.layerNorm, "play-check"));
             const buttons = el("div", { class: "play-controls" }, this.startButton, this.resetButton);
-            node.append(el("p", { class: "play-intro" }, t("train_intro")), controls, switches, buttons,
+            node.append(controls, switches, buttons,
                 el("p", { class: "play-command-line" }, this.command), this.message, this.status, this.chart,
                 this.boxes);
             for (const input of this.settings()) {
@@ -715,7 +721,7 @@
 
     class SamplePanel extends Panel {
         constructor(node) {
-            super(node, t("sample_title"));
+            super(node);
             this.engine = new Engine();
             this.loaded = false;
             this.prompt = el("textarea", { class: "play-prompt", rows: 2, cols: 40, spellcheck: "false" });
@@ -733,8 +739,7 @@
             const controls = el("div", { class: "play-controls" },
                 field(t("temperature"), this.temperature), field(t("top_k"), this.topK),
                 field(t("sample_seed"), this.sampleSeed), field(t("sample_len"), this.length), this.button);
-            node.append(el("p", { class: "play-intro" }, t("sample_intro")),
-                el("div", { class: "play-controls" }, field(t("prompt"), this.prompt, "play-wide")), controls,
+            node.append(el("div", { class: "play-controls" }, field(t("prompt"), this.prompt, "play-wide")), controls,
                 el("p", { class: "play-command-line" }, this.command), this.message, this.info,
                 outputBox(t("generated"), this.output),
                 el("div", { class: "play-output-caption" }, t("attention_maps")), this.maps);
@@ -834,8 +839,7 @@
         if (window.location.protocol === "file:") {
             // Browsers refuse module workers and fetches from file:, so the panels cannot run here.
             nodes.forEach((node) => {
-                const panel = new Panel(node, t(node.dataset.play === "stage" ? "run_title"
-                    : node.dataset.play + "_title"));
+                const panel = new Panel(node);
                 node.append(panel.message);
                 panel.say(t("file_protocol"), true);
                 panel.state("unavailable");
