@@ -62,8 +62,7 @@ window.PLAY_LABELS = {
     "no_checkpoint": "No trained checkpoint in this build: run `bash book/build.sh`, which trains one.",
     "no_corpus": "No corpus in this build: run `bash book/build.sh`, which copies Tiny Shakespeare beside the panels.",
     "crashed": "The computation stopped with an internal error ({message}); run it again, and report it if it repeats.",
-    "bad_number": "{field}: {value} is not a number.",
-    "bad_integer": "{flag}: {value} is not an integer from {min} to {max}."
+    "bad_steps": "--max-steps: {value} is not a number of steps (1 or more)."
   },
   "zh-CN": {
     "seed": "种子",
@@ -122,7 +121,6 @@ window.PLAY_LABELS = {
     "no_checkpoint": "本次构建没有训练好的检查点：请运行 `bash book/build.sh`，它会训练一个。",
     "no_corpus": "本次构建没有语料：请运行 `bash book/build.sh`，它会把 Tiny Shakespeare 复制到面板旁边。",
     "crashed": "计算因内部错误而停止（{message}）；请再运行一次，如果再次出现请报告。",
-    "bad_number": "{field}：{value} 不是数字。",
-    "bad_integer": "{flag}：{value} 不是 {min} 到 {max} 之间的整数。"
+    "bad_steps": "--max-steps：{value} 不是步数（1 或更多）。"
   }
 };

@@ -402,9 +402,10 @@
         }
 
         async open() {
-            const { header, steps } = await this.engine.call("trainer_new", this.flags);
+            const { header, steps, total } = await this.engine.call("trainer_new", this.flags);
             this.header = header.endsWith("\n") ? header : header + "\n";
             this.steps = steps;
+            this.total = total;
             this.losses_pre.textContent = this.header;
         }
 
@@ -425,7 +426,11 @@
                 this.computeMs += ms;
                 this.chunk = Math.max(1, Math.min(500, Math.round(n * (250 / Math.max(ms, 1)))));
                 this.add(value.lines);
+                const before = this.steps;
                 this.steps = value.steps;
+                if (this.steps === before) {
+                    break; // the schedule's last step is behind us
+                }
                 onProgress();
                 if (this.steps % SAMPLE_EVERY === 0) {
                     await this.sample();
@@ -621,14 +626,14 @@
         canGoOn(target) {
             const wanted = this.maskValues().map((v) => this.flags(v));
             return this.runs.length === wanted.length && this.runs.every((run, k) => run.flags === wanted[k]) &&
-                this.runs.some((run) => run.steps < target);
+                this.runs.some((run) => run.steps < Math.min(target, run.total));
         }
 
         target() {
             const text = this.steps.value.trim();
             const n = Number(text);
             if (!/^\d+$/.test(text) || n < 1) {
-                throw new PlayError(t("bad_number", { field: "--max-steps", value: text }), "input");
+                throw new PlayError(t("bad_steps", { value: text }), "input");
             }
             return n;
         }
@@ -655,7 +660,7 @@
                 }
                 await Promise.all(this.runs.map((run) => run.train(target, () => this.going, () => this.update(target))));
                 this.update(target);
-                const finished = this.runs.every((r) => r.steps >= target);
+                const finished = this.runs.every((r) => r.steps >= Math.min(target, r.total));
                 this.state(finished ? "done" : "paused");
             } catch (error) {
                 this.failed(error, "no_corpus");
@@ -763,38 +768,15 @@
                 " --sample-len " + this.length.value.trim();
         }
 
-        /** The numbers the sampler takes, checked the way the command line's parser checks them. */
-        numbers() {
-            const integer = (input, flag, min, max) => {
-                const text = input.value.trim();
-                const n = Number(text);
-                if (!/^\d+$/.test(text) || n < min || n > max) {
-                    throw new PlayError(t("bad_integer", { flag: flag, value: text, min: min, max: max }), "input");
-                }
-                return n;
-            };
-            const temperatureText = this.temperature.value.trim();
-            const temperature = Number(temperatureText);
-            if (temperatureText === "" || !Number.isFinite(temperature)) {
-                throw new PlayError(t("bad_number", { field: "--temperature", value: temperatureText }), "input");
-            }
-            const topK = this.topK.value.trim() === "" ? 0 : integer(this.topK, "--top-k", 1, 2 ** 32 - 1);
-            return {
-                temperature: temperature,
-                topK: topK,
-                seed: integer(this.sampleSeed, "--seed", 0, 2 ** 32 - 1),
-                length: integer(this.length, "--sample-len", 0, 2 ** 32 - 1),
-            };
-        }
-
         async generate() {
             this.state("running");
             this.say(t("running"));
             this.button.disabled = true;
             const start = performance.now();
             try {
-                const { temperature, topK, seed, length } = this.numbers();
                 const prompt = this.prompt.value;
+                const [temperature, topK, seed, length] = [this.temperature, this.topK, this.sampleSeed, this.length]
+                    .map((input) => input.value.trim());
                 if (!this.loaded) {
                     this.say(t("loading"));
                     const steps = await this.engine.call("sampler_new");

@@ -52,7 +52,7 @@ const ops = {
         }
         trainer = null;
         trainer = new play.Trainer(flags, corpus);
-        return { header: trainer.header(), steps: trainer.steps() };
+        return { header: play.Trainer.header(), steps: trainer.steps(), total: trainer.total_steps() };
     },
     trainer_run: (n) => ({ lines: trainer.run(n), steps: trainer.steps() }),
     trainer_sample: (length) => trainer.sample(length),
@@ -67,6 +67,7 @@ const ops = {
         sampler = new play.Sampler(config, weights);
         return JSON.parse(config).step;
     },
+    // Each value is the text of its field, read by the command line's own parser ("" for its default).
     generate: (prompt, temperature, topK, seed, length) =>
         sampler.generate(prompt, temperature, topK, seed, length),
     attention: (prompt) => sampler.attention(prompt),
