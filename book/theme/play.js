@@ -22,6 +22,7 @@
     const TOKENS = ["Your", "journey", "starts", "with", "one", "step"];
     // ColorBrewer's "Blues", the scale of the book's own heat maps (src/plot.rs).
     const BLUES = [[247, 251, 255], [198, 219, 239], [107, 174, 214], [33, 113, 181], [8, 48, 107]];
+    const MASKED = "#e4e4e4"; // a cell the causal mask removed, as in the book's figures
     const CURVE_COLOURS = ["#2171b5", "#d95f02"];
     // The sequel's switches keep the command line's names, in the URL too.
     const SAMPLE_EVERY = 200; // a sample from the model being trained every this many steps
@@ -227,7 +228,8 @@
      * One heat map as SVG: rows are queries, columns keys, labels the tokens. Small maps print each
      * weight in its cell; large ones (a prompt of many characters) only colour it.
      */
-    function heatMap(title, labels, weights) {
+    function heatMap(title, labels, weights, options) {
+        const { causal = false, highlightRow = -1 } = options || {};
         const rows = weights.length;
         const cols = rows ? weights[0].length : 0;
         const big = Math.max(rows, cols) > 10;
@@ -260,16 +262,21 @@
                 const w = weights[i][j];
                 const x = rowLabelsWidth + j * cell;
                 const fraction = Number.isFinite(w) ? w / max : 0;
-                const rect = svg("rect", { x: x, y: y, width: cell, height: cell, fill: blue(fraction),
-                    stroke: "white" });
+                const masked = causal && j > i; // the future, which the causal mask hides
+                const rect = svg("rect", { x: x, y: y, width: cell, height: cell,
+                    fill: masked ? MASKED : blue(fraction), stroke: "white" });
                 rect.append(svg("title", {}, label(i) + " → " + label(j) + ": " + formatWeight(w)));
                 map.append(rect);
-                if (!big) {
+                if (!big && !masked) {
                     map.append(svg("text", { x: x + cell / 2, y: y + cell / 2 + 4, "text-anchor": "middle",
                         class: "play-heatmap-value", fill: fraction > 0.55 ? "white" : "#222" },
                     formatWeight(w, 2)));
                 }
             }
+        }
+        if (highlightRow >= 0 && highlightRow < rows) {
+            map.append(svg("rect", { x: rowLabelsWidth, y: top + highlightRow * cell, width: cols * cell,
+                height: cell, fill: "none", stroke: "#d95f02", "stroke-width": 3 }));
         }
         return map;
     }
@@ -320,6 +327,9 @@
             node.append(outputBox(this.outputCaption, this.output));
             this.showCommand();
             this.button.addEventListener("click", () => this.run());
+            if (this.knob) {
+                this.knob.addEventListener("change", () => this.run());
+            }
             for (const input of [this.seed, this.knob]) {
                 if (input) {
                     input.addEventListener("keydown", (e) => e.key === "Enter" && this.run());
@@ -354,6 +364,16 @@
             }
         }
 
+        /** The heat maps of stage_weights' JSON, titled in the edition's language. */
+        draw({ labels, causal, query, maps }) {
+            this.maps.replaceChildren(...maps.map((m, k) => {
+                const head = /^head (\d+)$/.exec(m.title || "");
+                const title = head ? t("head", { head: head[1] }) : m.title || t("weights_title");
+                const highlightRow = query === undefined ? -1 : query;
+                return heatMap(title, labels, m.weights, { causal: causal, highlightRow: highlightRow });
+            }));
+        }
+
         async run() {
             this.state("running");
             this.say(t("running"));
@@ -365,8 +385,9 @@
                 this.showCommand();
                 this.output.textContent = "";
                 this.output.textContent = await this.engine.call("stage_output", this.stage, seed);
-                const weights = JSON.parse(await this.engine.call("stage_weights", this.stage, seed, knob));
-                this.maps.replaceChildren(...weights.maps.map((m) => heatMap(m.title, weights.labels, m.weights)));
+                if (this.node.dataset.heatmap !== "none") {
+                    this.draw(JSON.parse(await this.engine.call("stage_weights", this.stage, seed, knob)));
+                }
                 if (this.queryOutput) {
                     this.queryOutput.textContent = await this.engine.call("s1_query", Number(knob));
                 }
