@@ -29,7 +29,8 @@ import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
-const BOOK = join(ROOT, "book", "book");
+// PLAY_BOOK_DIR: another build of the book to test (default book/book).
+const BOOK = process.env.PLAY_BOOK_DIR ? resolve(process.env.PLAY_BOOK_DIR) : join(ROOT, "book", "book");
 const CHECKPOINT = join(BOOK, "play", "data", "checkpoint");
 const CORPUS = join(BOOK, "play", "data", "tinyshakespeare.txt");
 const STAGES = ["s1_simple", "s2_trainable", "s3_causal", "s4_multihead"];
@@ -295,6 +296,34 @@ async function badInputChecks(b) {
     }
 }
 
+/** The panels' labels (book/theme/play-labels.js): the same keys in both languages, none left empty. */
+function labels() {
+    const text = readFileSync(join(ROOT, "book", "theme", "play-labels.js"), "utf8");
+    return JSON.parse(text.slice(text.indexOf("=") + 1, text.lastIndexOf(";")));
+}
+
+async function labelChecks(b) {
+    console.log("the panels' labels, in each edition's language");
+    const all = labels();
+    const en = Object.keys(all.en).sort();
+    const zh = Object.keys(all["zh-CN"]).sort();
+    check(JSON.stringify(en) === JSON.stringify(zh) && en.every((k) => all.en[k] && all["zh-CN"][k]),
+        `play-labels.js: ${en.length} labels in English and ${zh.length} in Chinese, the same keys`,
+        `only English: ${en.filter((k) => !zh.includes(k))}; only Chinese: ${zh.filter((k) => !en.includes(k))}`);
+    for (const [edition, lang] of [["", "en"], ["zh-CN/", "zh-CN"]]) {
+        const page = await b.context.newPage();
+        await page.goto(`${b.origin}/${edition}s5_gpt.html`);
+        await page.waitForSelector(".play-panel[data-play=sample][data-state=idle]");
+        const shown = [
+            [await page.textContent(".play-panel[data-play=train] .play-start"), all[lang].start],
+            [await page.textContent(".play-panel[data-play=sample] .play-generate"), all[lang].generate],
+        ];
+        check(shown.every(([got, want]) => got === want), `${edition || "en/"}s5_gpt: the buttons say ` +
+            shown.map(([got]) => JSON.stringify(got)).join(" and "));
+        await page.close();
+    }
+}
+
 async function otherChecks(b) {
     console.log("the fused product kernel, and the page opened from disk");
     const page = await b.context.newPage();
@@ -366,12 +395,16 @@ async function main() {
                 natives[stage][seed] = nativeStage(stage, seed);
             }
         }
-        await stageChecks(b, natives);
-        await trainChecks(b);
-        await generateChecks(b);
-        await badInputChecks(b);
-        await otherChecks(b);
-        await speed(b, 1, 300);
+        // A group that throws (a native run that fails, a page that never finishes) fails alone.
+        const groups = [() => stageChecks(b, natives), () => trainChecks(b), () => generateChecks(b),
+            () => badInputChecks(b), () => labelChecks(b), () => otherChecks(b), () => speed(b, 1, 300)];
+        for (const group of groups) {
+            try {
+                await group();
+            } catch (e) {
+                check(false, "the group above stopped", e && e.stack ? e.stack : String(e));
+            }
+        }
         const outside = b.requests.filter((url) => !url.startsWith(origin + "/") && !url.startsWith("file://"));
         check(outside.length === 0, `${b.requests.length} requests, all to ${origin} (the server answered ` +
             `${served.length})`, outside.slice(0, 10).join("\n"));
