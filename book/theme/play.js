@@ -783,7 +783,7 @@
         showCommand() {
             const quoted = "'" + this.prompt.value.split("'").join("'\\''") + "'";
             const topK = this.topK.value.trim();
-            this.command.textContent = "cargo run --release --example s5_gpt -- generate --checkpoint CHECKPOINT" +
+            this.command.textContent = "cargo run --release --example s5_gpt -- generate --checkpoint book/src/play/data/checkpoint" +
                 " --prompt " + quoted + " --temperature " + this.temperature.value.trim() +
                 (topK ? " --top-k " + topK : "") + " --seed " + this.sampleSeed.value.trim() +
                 " --sample-len " + this.length.value.trim();
@@ -828,7 +828,8 @@
                 ? attention[0][0].length : chars.length)));
             const maps = [];
             attention.forEach((heads, b) => heads.forEach((weights, h) =>
-                maps.push(heatMap(t("block_head", { block: b + 1, head: h + 1 }), labels, weights))));
+                maps.push(heatMap(t("block_head", { block: b + 1, head: h + 1 }), labels, weights,
+                    { causal: true }))));
             this.maps.replaceChildren(...maps);
         }
     }
