@@ -3,6 +3,7 @@
 // Usage (from the crate root, after `bash book/build.sh`):
 //   node tests/browser/run.mjs            the checks (.ci/run runs this)
 //   node tests/browser/run.mjs --speed 5  only the training speed: 5 runs of 1,000 steps, their median
+//   node tests/browser/run.mjs --only stages train   some groups of checks (see main)
 //
 // It serves book/book/ from a loopback port, opens the pages in headless Chromium (Debian's, at
 // /usr/bin/chromium, or $CHROMIUM), and compares what each panel writes with what the examples print
@@ -170,8 +171,15 @@ async function openPanel(b, path, selector) {
     return { page, state, message, errors };
 }
 
-async function stageChecks(b, natives) {
+async function stageChecks(b) {
     console.log("stages 1-4: the panel prints what the example prints");
+    const natives = {};
+    for (const stage of STAGES) {
+        natives[stage] = {};
+        for (const seed of SEEDS) {
+            natives[stage][seed] = nativeStage(stage, seed);
+        }
+    }
     for (const edition of EDITIONS) {
         for (const stage of STAGES) {
             for (const seed of SEEDS) {
@@ -228,6 +236,40 @@ async function trainChecks(b) {
         }
         await page.close();
     }
+}
+
+/** Start, Pause and Go on by hand, and the two mask values side by side: the same losses still. */
+async function trainByHandChecks(b) {
+    console.log("stage 5 by hand: pausing changes nothing; -1e9 and 0 side by side");
+    const panel = ".play-panel[data-play=train]";
+    const page = await b.context.newPage();
+    await page.goto(b.origin + "/s5_gpt.html");
+    await page.waitForSelector(`${panel}[data-state=idle]`);
+    await page.fill(`${panel} .play-steps`, "100");
+    await page.click(`${panel} .play-start`);
+    await page.waitForFunction((p) => Number(document.querySelector(p).dataset.steps || 0) >= 20, panel,
+        { timeout: TIMEOUT });
+    await page.click(`${panel} .play-start`); // now it says Pause
+    await page.waitForSelector(`${panel}[data-state=paused]`, { timeout: TIMEOUT });
+    const pausedAt = Number(await page.getAttribute(panel, "data-steps"));
+    await page.click(`${panel} .play-start`); // Go on
+    await page.waitForSelector(`${panel}[data-state=done]`, { timeout: TIMEOUT });
+    const got = await page.textContent(`${panel} pre.play-losses`);
+    const want = nativeLosses(100, []);
+    check(got === want && pausedAt < 100, `paused at step ${pausedAt}, went on to 100: the same losses`,
+        got !== want ? firstDifference(got, want) : `paused at ${pausedAt}`);
+
+    await page.fill(`${panel} .play-steps`, "60");
+    await page.selectOption(`${panel} .play-mask`, "both");
+    await page.click(`${panel} .play-start`);
+    await page.waitForSelector(`${panel}[data-state=done]`, { timeout: TIMEOUT });
+    const both = await page.$$eval(`${panel} pre.play-losses`, (pres) => pres.map((p) => p.textContent));
+    const wantBoth = [nativeLosses(60, []), nativeLosses(60, ["--mask-value", "0"])];
+    check(both.length === 2 && both[0] === wantBoth[0] && both[1] === wantBoth[1],
+        `-1e9 and 0 side by side, 60 steps each: both equal the native runs`,
+        both.length !== 2 ? `${both.length} loss blocks` : [0, 1].filter((k) => both[k] !== wantBoth[k])
+            .map((k) => firstDifference(both[k], wantBoth[k])).join("\n"));
+    await page.close();
 }
 
 async function generateChecks(b) {
@@ -373,6 +415,7 @@ async function speed(b, runs, steps) {
 async function main() {
     const args = process.argv.slice(2);
     const speedRuns = args[0] === "--speed" ? Number(args[1] || 5) : 0;
+    const only = args[0] === "--only" ? args.slice(1) : [];
     for (const needed of [join(BOOK, "play", "pkg"), CHECKPOINT, CORPUS, join(BOOK, "zh-CN", "s1_simple.html")]) {
         if (!existsSync(needed)) {
             console.error(`error: ${needed} is missing; build the book with its panels first: bash book/build.sh`);
@@ -387,22 +430,25 @@ async function main() {
             await speed(b, speedRuns, 1000);
             return;
         }
-        console.log("native outputs: cargo run --release --example …");
-        const natives = {};
-        for (const stage of STAGES) {
-            natives[stage] = {};
-            for (const seed of SEEDS) {
-                natives[stage][seed] = nativeStage(stage, seed);
-            }
-        }
         // A group that throws (a native run that fails, a page that never finishes) fails alone.
-        const groups = [() => stageChecks(b, natives), () => trainChecks(b), () => generateChecks(b),
-            () => badInputChecks(b), () => labelChecks(b), () => otherChecks(b), () => speed(b, 1, 300)];
-        for (const group of groups) {
+        const groups = {
+            stages: () => stageChecks(b),
+            train: () => trainChecks(b),
+            "train-by-hand": () => trainByHandChecks(b),
+            generate: () => generateChecks(b),
+            "bad-input": () => badInputChecks(b),
+            labels: () => labelChecks(b),
+            other: () => otherChecks(b),
+            speed: () => speed(b, 1, 300),
+        };
+        for (const [name, group] of Object.entries(groups)) {
+            if (only.length && !only.includes(name)) {
+                continue;
+            }
             try {
                 await group();
             } catch (e) {
-                check(false, "the group above stopped", e && e.stack ? e.stack : String(e));
+                check(false, `the group "${name}" stopped`, e && e.stack ? e.stack : String(e));
             }
         }
         const outside = b.requests.filter((url) => !url.startsWith(origin + "/") && !url.startsWith("file://"));
