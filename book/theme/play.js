@@ -412,7 +412,6 @@
             this.colour = colour;
             this.engine = new Engine();
             this.header = "";
-            this.lines = [];
             this.losses = [];
             this.steps = 0;
             this.computeMs = 0; // time spent inside Trainer.run, for the steps per second
@@ -464,7 +463,6 @@
                 return;
             }
             const text = lines.endsWith("\n") ? lines : lines + "\n";
-            this.lines.push(text);
             this.losses_pre.append(text);
             for (const line of text.split("\n")) {
                 const loss = Number(line.split(",")[2]);

@@ -366,14 +366,18 @@ async function labelChecks(b) {
     }
 }
 
-async function otherChecks(b) {
-    console.log("the fused product kernel, and the page opened from disk");
+async function fmaCheck(b) {
+    console.log("the page's fused product kernel against a correctly rounded fmaf");
     const page = await b.context.newPage();
     await page.goto(b.origin + "/s5_gpt.html");
     await page.waitForFunction(() => window.attentionPlay);
     const mismatches = await page.evaluate(() => window.attentionPlay.call("fma_self_check", 1000000, 1));
     check(mismatches === 0, `fma_self_check(1000000, 1) = ${mismatches}`);
     await page.close();
+}
+
+async function fileChecks(b) {
+    console.log("opened from disk, a panel says how to serve the book");
     for (const edition of EDITIONS) {
         const local = await b.context.newPage();
         await local.goto("file://" + join(BOOK, edition, "s2_trainable.html"));
@@ -438,7 +442,8 @@ async function main() {
             generate: () => generateChecks(b),
             "bad-input": () => badInputChecks(b),
             labels: () => labelChecks(b),
-            other: () => otherChecks(b),
+            fma: () => fmaCheck(b),
+            file: () => fileChecks(b),
             speed: () => speed(b, 1, 300),
         };
         for (const [name, group] of Object.entries(groups)) {
@@ -452,7 +457,7 @@ async function main() {
             }
         }
         const outside = b.requests.filter((url) => !url.startsWith(origin + "/") && !url.startsWith("file://"));
-        check(outside.length === 0, `${b.requests.length} requests, all to ${origin} (the server answered ` +
+        check(outside.length === 0, `${b.requests.length} requests, none beyond ${origin} and the file:// pages (the server answered ` +
             `${served.length})`, outside.slice(0, 10).join("\n"));
     } finally {
         await b.browser.close();
