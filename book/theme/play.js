@@ -24,7 +24,6 @@
     const BLUES = [[247, 251, 255], [198, 219, 239], [107, 174, 214], [33, 113, 181], [8, 48, 107]];
     const MASKED = "#e4e4e4"; // a cell the causal mask removed, as in the book's figures
     const CURVE_COLOURS = ["#2171b5", "#d95f02"];
-    // The sequel's switches keep the command line's names, in the URL too.
     const SAMPLE_EVERY = 200; // a sample from the model being trained every this many steps
     const SAMPLE_LENGTH = 120;
 
