@@ -2,7 +2,7 @@
 //! `cargo run --release --example book_figures` writes them to `book/src/img/`, and the tests check
 //! that the committed files are what this code draws.
 
-use ndarray::{ArrayView2, Axis};
+use ndarray::{Array2, Array3, ArrayView2, Axis};
 
 use crate::plot::{self, Panel, Series};
 use crate::rng::torch::Generator;
@@ -32,37 +32,55 @@ fn heatmaps(file: &str, title: &str, panels: &[Panel], causal: bool) -> Figure {
     }
 }
 
-/// The pictures of stages 1, 3 and 4, at the book's seeds. They draw no training, so they are
-/// quick.
-pub fn attention_figures() -> Result<Vec<Figure>, Error> {
-    let seeds = BookSeeds::default();
-    let (_, weights, _) = simple_attention(&inputs().view()); // (T, T)
-    let whole = |weights| [Panel { title: "", weights }];
-    let mut figures = vec![heatmaps(
-        "s1_simple_weights.svg",
-        "Stage 1: the weights of simple_attention",
-        &whole(weights.view()),
-        false,
-    )];
+/// Stage 1's heat map: the weights of `simple_attention`, (T, T).
+pub fn s1_weights() -> Array2<f32> {
+    simple_attention(&inputs().view()).1
+}
 
-    // A CausalAttention drawn at seed 789 has SelfAttention_v2's weights, so these are the weights
-    // the stage-3 chapter masks.
+/// Stage 3's heat map: the causal weights of the first batch item, (T, T). A CausalAttention drawn
+/// at seed 789 has SelfAttention_v2's weights, so these are the weights the chapter masks. With
+/// `dropout` p (0 ≤ p ≤ 1) above 0 they are then dropped as §3.5.2 drops them, by
+/// `nn.Dropout(p)` after `torch.manual_seed(123)`.
+pub fn s3_weights(seeds: BookSeeds, dropout: f64) -> Result<Array2<f32>, Error> {
     let batch = batch(); // (B, T, C)
     let (_, context_length, d_in) = batch.dim();
     let mut rng = Generator::manual_seed(seeds.seed_789);
     let ca = CausalAttention::new(&mut rng, d_in, D_OUT, context_length, 0.0, false);
-    let weights = ca.attn_weights(&batch.view())?; // (B, T, T)
+    let weights = ca.attn_weights(&batch.view())?.index_axis_move(Axis(0), 0); // (T, T)
+    let mut rng = Generator::manual_seed(seeds.seed_123);
+    Ok(rng.dropout(&weights, dropout)) // (T, T)
+}
+
+/// The heads of stage 4's heat maps: the weights of a `MultiHeadAttention` of `heads` heads drawn
+/// at seed 123, for the first batch item, (H, T, T). The chapter's layer has 2.
+pub fn s4_weights(seeds: BookSeeds, heads: usize) -> Result<Array3<f32>, Error> {
+    let batch = batch(); // (B, T, C)
+    let (_, context_length, d_in) = batch.dim();
+    let mut rng = Generator::manual_seed(seeds.seed_123);
+    let mha = MultiHeadAttention::new(&mut rng, d_in, D_OUT, context_length, 0.0, heads, false)?;
+    Ok(mha.attn_weights(&batch.view())?.index_axis_move(Axis(0), 0)) // (H, T, T)
+}
+
+/// The pictures of stages 1, 3 and 4, at the book's seeds. They draw no training, so they are
+/// quick.
+pub fn attention_figures() -> Result<Vec<Figure>, Error> {
+    let seeds = BookSeeds::default();
+    let whole = |weights| [Panel { title: "", weights }];
+    let (simple, causal) = (s1_weights(), s3_weights(seeds, 0.0)?); // (T, T) each
+    let mut figures = vec![heatmaps(
+        "s1_simple_weights.svg",
+        "Stage 1: the weights of simple_attention",
+        &whole(simple.view()),
+        false,
+    )];
     figures.push(heatmaps(
         "s3_causal_weights.svg",
         "Stage 3: CausalAttention::attn_weights at seed 789",
-        &whole(weights.index_axis(Axis(0), 0)),
+        &whole(causal.view()),
         true,
     ));
 
-    let mut rng = Generator::manual_seed(seeds.seed_123);
-    let mha = MultiHeadAttention::new(&mut rng, d_in, D_OUT, context_length, 0.0, 2, false)?;
-    let weights = mha.attn_weights(&batch.view())?; // (B, H, T, T)
-    let first_item = weights.index_axis(Axis(0), 0); // (H, T, T)
+    let first_item = s4_weights(seeds, 2)?; // (H, T, T)
     let titles = ["head 0", "head 1"];
     let panels: Vec<Panel> = first_item
         .outer_iter()

@@ -199,10 +199,24 @@ pub fn load(dir: &Path) -> Result<Checkpoint, GptError> {
             dir: dir.to_path_buf(),
         });
     }
+    let config = parse_config(dir, &read(&dir.join(CONFIG_FILE))?)?;
+    let bytes = read_checked(dir, &config, MODEL_FILE)?;
+    with_weights(dir, config, &bytes)
+}
+
+/// The checkpoint of `dir` from its files' bytes, `config.json` and `model.safetensors`, as a
+/// program without folders (the book's page) has them: the checks and errors of [`load`].
+pub fn from_bytes(dir: &Path, config: &[u8], model: &[u8]) -> Result<Checkpoint, GptError> {
+    let config = parse_config(dir, config)?;
+    check_file(dir, &config, MODEL_FILE, model)?;
+    with_weights(dir, config, model)
+}
+
+/// `config.json` of `dir`, if it is this crate's format and holds no contradiction.
+fn parse_config(dir: &Path, text: &[u8]) -> Result<SavedConfig, GptError> {
     let config_path = dir.join(CONFIG_FILE);
-    let text = read(&config_path)?;
     let config: SavedConfig =
-        serde_json::from_slice(&text).map_err(|e| GptError::CheckpointFile {
+        serde_json::from_slice(text).map_err(|e| GptError::CheckpointFile {
             path: config_path.clone(),
             why: format!("not a checkpoint config: {e}"),
         })?;
@@ -212,30 +226,37 @@ pub fn load(dir: &Path) -> Result<Checkpoint, GptError> {
             why: format!("its format is {:?}, not {FORMAT:?}", config.format),
         });
     }
-    let mismatch = |why: String| GptError::CheckpointMismatch {
-        dir: dir.to_path_buf(),
-        why,
-    };
     if let Some(why) = config.contradiction() {
-        return Err(mismatch(why));
+        return Err(mismatch(dir, why));
     }
-    let bytes = read_checked(dir, &config, MODEL_FILE)?;
-    let file = parse(&dir.join(MODEL_FILE), &bytes)?;
+    Ok(config)
+}
+
+/// The checkpoint of `config` with the weights in `bytes` (the checked `model.safetensors`).
+fn with_weights(dir: &Path, config: SavedConfig, bytes: &[u8]) -> Result<Checkpoint, GptError> {
+    let file = parse(&dir.join(MODEL_FILE), bytes)?;
     // Each tensor the config implies, checked against the file's before its numbers are copied.
     let mut weights = vec![];
     for (name, shape) in parameter_shapes(config.gpt_config()) {
-        let values = tensor_f32(&file, &name, &shape).map_err(mismatch)?;
+        let values = tensor_f32(&file, &name, &shape).map_err(|why| mismatch(dir, why))?;
         weights.push((name, Tensor::new(&shape, values)));
     }
     if file.len() != weights.len() {
         let why = format!("{} tensors, the config needs {}", file.len(), weights.len());
-        return Err(mismatch(why));
+        return Err(mismatch(dir, why));
     }
     Ok(Checkpoint {
         dir: dir.to_path_buf(),
         config,
         weights,
     })
+}
+
+fn mismatch(dir: &Path, why: String) -> GptError {
+    GptError::CheckpointMismatch {
+        dir: dir.to_path_buf(),
+        why,
+    }
 }
 // ANCHOR_END: load
 
@@ -354,10 +375,16 @@ fn read(path: &Path) -> Result<Vec<u8>, GptError> {
 
 /// Reads a tensor file and checks it is the one `config.json` was saved with.
 fn read_checked(dir: &Path, config: &SavedConfig, name: &str) -> Result<Vec<u8>, GptError> {
+    let bytes = read(&dir.join(name))?;
+    check_file(dir, config, name, &bytes)?;
+    Ok(bytes)
+}
+
+/// Checks that `bytes`, the tensor file `name` of `dir`, is the one `config.json` was saved with.
+fn check_file(dir: &Path, config: &SavedConfig, name: &str, bytes: &[u8]) -> Result<(), GptError> {
     let path = dir.join(name);
-    let bytes = read(&path)?;
-    parse(&path, &bytes)?; // a cut-off file is reported as such, before its checksum
-    if config.sha256.get(name) != Some(&sha256_hex(&bytes)) {
+    parse(&path, bytes)?; // a cut-off file is reported as such, before its checksum
+    if config.sha256.get(name) != Some(&sha256_hex(bytes)) {
         return Err(GptError::CheckpointFile {
             path,
             why:
@@ -365,7 +392,7 @@ fn read_checked(dir: &Path, config: &SavedConfig, name: &str) -> Result<Vec<u8>,
                     .into(),
         });
     }
-    Ok(bytes)
+    Ok(())
 }
 
 fn parse<'a>(path: &Path, bytes: &'a [u8]) -> Result<SafeTensors<'a>, GptError> {
