@@ -2,7 +2,8 @@
 //! the same bits on tens of millions of triples drawn to round twice, in every range.
 
 use attention_from_scratch::s5_gpt::fast::wasm_fma::{
-    self, PANEL, accumulate, fma, fma_lanes, fma_rounded_to_odd, needs_care, test_triple,
+    self, PANEL, accumulate, fma, fma_lanes, fma_on_grid, fma_rounded_to_odd, needs_care, on_grid,
+    test_triple,
 };
 
 /// The CPU's fused multiply-add, one rounding, in hardware.
@@ -45,7 +46,7 @@ fn fma_is_the_hardware_fused_multiply_add_on_stress_triples() {
     let hw = hardware();
     let run = |seed: u64| {
         let mut state = seed;
-        let (mut flagged, mut twice_wrong) = (0usize, [0usize; 3]);
+        let (mut flagged, mut twice_wrong, mut on_grid_tiny) = (0usize, [0usize; 3], 0usize);
         let (mut a, mut b, mut c) = (vec![0.0; CHUNK], vec![0.0; CHUNK], vec![0.0; CHUNK]);
         let mut lanes = vec![0.0; CHUNK];
         for _ in 0..PER_THREAD / CHUNK {
@@ -61,6 +62,10 @@ fn fma_is_the_hardware_fused_multiply_add_on_stress_triples() {
                 assert!(same(fma_rounded_to_odd(a, b, c), want), "odd: {triple}");
                 assert!(same(lanes[i], want), "lanes: {triple}");
                 assert!(same(libm::fmaf(a, b, c), want), "libm: {triple}");
+                if on_grid(a) && on_grid(b) {
+                    assert!(same(fma_on_grid(a, b, c), want), "on grid: {triple}");
+                    on_grid_tiny += usize::from(want != 0.0 && want.abs() < f32::MIN_POSITIVE);
+                }
                 let s = f64::from(a) * f64::from(b) + f64::from(c);
                 flagged += usize::from(needs_care(s));
                 let twice = rounded_twice(a, b, c);
@@ -74,7 +79,7 @@ fn fma_is_the_hardware_fused_multiply_add_on_stress_triples() {
                 }
             }
         }
-        (flagged, twice_wrong)
+        (flagged, twice_wrong, on_grid_tiny)
     };
     let (one, two) = std::thread::scope(|s| {
         let other = s.spawn(|| run(2));
@@ -82,7 +87,13 @@ fn fma_is_the_hardware_fused_multiply_add_on_stress_triples() {
     });
     let flagged = one.0 + two.0;
     let wrong: Vec<usize> = (0..3).map(|r| one.1[r] + two.1[r]).collect();
+    let on_grid_tiny = one.2 + two.2;
     println!("flagged {flagged}, rounded twice wrongly (subnormal, normal, overflow) {wrong:?}");
+    println!("subnormal results from factors on the grid {on_grid_tiny}");
+    assert!(
+        on_grid_tiny > 10_000,
+        "the shortcut's own cases: {on_grid_tiny}"
+    );
     // A test that can fail: without the care, about one triple in twelve would differ.
     assert!(wrong[0] > 100_000, "subnormal halfway cases: {wrong:?}");
     assert!(wrong[1] > 1_000_000, "normal halfway cases: {wrong:?}");
@@ -110,9 +121,23 @@ fn a_subnormal_halfway_sum_rounds_once() {
 fn accumulate_is_a_chain_of_mul_adds() {
     let hw = hardware();
     let mut state = 7;
-    for k in [1, 2, 31, 64, 257] {
-        let a: Vec<f32> = (0..3 * k).map(|_| test_triple(&mut state).0).collect();
-        let b: Vec<f32> = (0..k * PANEL).map(|_| test_triple(&mut state).1).collect();
+    for (k, grid) in [
+        (1, false),
+        (2, false),
+        (31, true),
+        (64, false),
+        (64, true),
+        (257, false),
+    ] {
+        // Off the grid: the stress triples' factors; on it, their normal ones above 2⁻⁵¹.
+        let mut factor = |pick: fn((f32, f32, f32)) -> f32| loop {
+            let x = pick(test_triple(&mut state));
+            if !grid || (on_grid(x) && x.is_normal()) {
+                break x;
+            }
+        };
+        let a: Vec<f32> = (0..3 * k).map(|_| factor(|t| t.0)).collect();
+        let b: Vec<f32> = (0..k * PANEL).map(|_| factor(|t| t.1)).collect();
         let start: [[f32; PANEL]; 3] =
             std::array::from_fn(|_| std::array::from_fn(|_| test_triple(&mut state).2));
         let mut acc = start;

@@ -30,6 +30,12 @@
 //!    an odd last bit, so it is no halfway point, and no halfway point lies between it and `x`:
 //!    it rounds to float32 as `x` does, in every range (Boldo and Melquiond's "rounding to odd").
 //!
+//! 6. The subnormal test can be skipped when neither factor is a nonzero below 2⁻⁵¹ in magnitude
+//!    ([`on_grid`]): then each factor's last bit is worth 2^(e−23) with e ≥ −51, so `a·b` is a
+//!    multiple of 2⁻¹⁴⁹, and so is every float32 `c`, and so is `x`. An `x` below 2⁻¹²⁶ is then a
+//!    float32 itself (a subnormal, or zero), exact in float64 too: `s = x`, rounded once. The
+//!    kernel checks its tile's factors once and then tests each sum for halfway points alone.
+//!
 //! `libm::fmaf` does steps 1–4 with the normal-range test only, so on targets without a hardware
 //! fused multiply-add it rounds a few sums in float32's subnormal range twice (and so does the
 //! standard library's `mul_add` there, which calls the same code): `tests/s5_wasm_fma.rs` shows one.
@@ -53,6 +59,33 @@ pub const PANEL: usize = 16;
 #[inline(always)]
 pub fn needs_care(s: f64) -> bool {
     s.to_bits() & EXTRA_BITS == HALFWAY || (s.abs() < MIN_NORMAL && s != 0.0)
+}
+
+/// 2⁻⁵¹ as float32 bits: factors at least this large, or zero, make products on float32's grid.
+const GRID_BITS: u32 = 0x2600_0000;
+
+/// Whether `x` is zero, or at least 2⁻⁵¹ in magnitude (or ±∞, NaN): a product of two such is a
+/// multiple of 2⁻¹⁴⁹, the spacing of float32's subnormals (step 6 of the module's argument).
+#[inline(always)]
+pub fn on_grid(x: f32) -> bool {
+    (x.to_bits() & 0x7fff_ffff).wrapping_sub(1) >= GRID_BITS - 1
+}
+
+/// [`needs_care`] for a product of two factors [`on_grid`]: only a halfway point needs care.
+#[inline(always)]
+pub fn needs_care_on_grid(s: f64) -> bool {
+    s.to_bits() & EXTRA_BITS == HALFWAY
+}
+
+/// `a.mul_add(b, c)` when `a` and `b` are both [`on_grid`]: [`fma`] with the halfway test alone.
+#[inline(always)]
+pub fn fma_on_grid(a: f32, b: f32, c: f32) -> f32 {
+    let s = f64::from(a) * f64::from(b) + f64::from(c);
+    if needs_care_on_grid(s) {
+        fma_rounded_to_odd(a, b, c)
+    } else {
+        s as f32
+    }
 }
 
 /// `a.mul_add(b, c)`, bit for bit: the float64 product and sum, rounded once to float32, with the
@@ -102,11 +135,17 @@ pub fn accumulate<const R: usize>(
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     simd::accumulate(acc, a, b_panel);
     #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
-    for (p, b_p) in b_panel.chunks_exact(PANEL).enumerate() {
-        for (r, acc_r) in acc.iter_mut().enumerate() {
-            let a_rp = a(r, p);
-            for (acc, &b) in acc_r.iter_mut().zip(b_p) {
-                *acc = fma(a_rp, b, *acc);
+    {
+        let k = b_panel.len() / PANEL;
+        let grid =
+            b_panel.iter().all(|&b| on_grid(b)) && (0..R).all(|r| (0..k).all(|p| on_grid(a(r, p))));
+        let fma = if grid { fma_on_grid } else { fma };
+        for (p, b_p) in b_panel.chunks_exact(PANEL).enumerate() {
+            for (r, acc_r) in acc.iter_mut().enumerate() {
+                let a_rp = a(r, p);
+                for (acc, &b) in acc_r.iter_mut().zip(b_p) {
+                    *acc = fma(a_rp, b, *acc);
+                }
             }
         }
     }
@@ -147,13 +186,18 @@ pub fn self_check(n: u32, seed: u32) -> u32 {
     mismatches
 }
 
-/// `out[i] = fma(a[i], b[i], c[i])` with the kernel's own lanes (SIMD128 where built with it).
+/// `out[i] = fma(a[i], b[i], c[i])` with the kernel's own lanes (SIMD128 where built with it), and
+/// its shortcut ([`fma_on_grid`]) where both factors are [`on_grid`].
 pub fn fma_lanes(out: &mut [f32], a: &[f32], b: &[f32], c: &[f32]) {
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     simd::fma_lanes(out, a, b, c);
     #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
     for (((o, &a), &b), &c) in out.iter_mut().zip(a).zip(b).zip(c) {
-        *o = fma(a, b, c);
+        *o = if on_grid(a) && on_grid(b) {
+            fma_on_grid(a, b, c)
+        } else {
+            fma(a, b, c)
+        };
     }
 }
 
@@ -239,6 +283,14 @@ pub fn test_triple(state: &mut u64) -> (f32, f32, f32) {
             let (a, b) = (float(r >> 8, i + 127, t), float(r >> 9, l + 127, t >> 24));
             (a, b, float(r >> 10, (t >> 50) as i64 % 3, s >> 32))
         }
+        12 => {
+            // Factors on the grid whose product cancels against c: exact results below 2⁻¹²⁶.
+            let (i, l) = ((s >> 8) as i64 % 12 - 51, (s >> 16) as i64 % 12 - 51);
+            let (a, b) = (float(r >> 8, i + 127, t), float(r >> 9, l + 127, t >> 24));
+            let c = -(a * b);
+            let c = [c, c.next_up(), c.next_down()][(t >> 60) as usize % 3];
+            (a, b, c)
+        }
         _ => (any(r >> 8), any(s), any(t)),
     }
 }
@@ -246,7 +298,7 @@ pub fn test_triple(state: &mut u64) -> (f32, f32, f32) {
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod simd {
     //! The kernel's float64 lanes, with WebAssembly's SIMD128 instructions.
-    use super::{EXTRA_BITS, HALFWAY, MIN_NORMAL, PANEL, fma_rounded_to_odd};
+    use super::{EXTRA_BITS, HALFWAY, MIN_NORMAL, PANEL, fma_rounded_to_odd, on_grid};
     use core::arch::wasm32::*;
     use std::cell::Cell;
 
@@ -258,12 +310,16 @@ mod simd {
         static WIDE_B: Cell<Vec<v128>> = const { Cell::new(Vec::new()) };
     }
 
-    /// `a·b + c` in both float64 lanes, and a mask of the lanes where [`super::needs_care`] holds.
+    /// `a·b + c` in both float64 lanes, and a mask of the lanes where [`super::needs_care`] holds,
+    /// or [`super::needs_care_on_grid`] if not `SUBNORMALS` (for factors on the grid).
     #[inline(always)]
-    fn fused_sum(a: v128, b: v128, c: v128) -> (v128, v128) {
+    fn fused_sum<const SUBNORMALS: bool>(a: v128, b: v128, c: v128) -> (v128, v128) {
         let s = f64x2_add(f64x2_mul(a, b), c);
         let extra = v128_and(s, u64x2_splat(EXTRA_BITS));
         let halfway = i64x2_eq(extra, u64x2_splat(HALFWAY));
+        if !SUBNORMALS {
+            return (s, halfway);
+        }
         let tiny = f64x2_lt(f64x2_abs(s), f64x2_splat(MIN_NORMAL));
         let nonzero = f64x2_ne(s, f64x2_splat(0.0));
         (s, v128_or(halfway, v128_and(tiny, nonzero)))
@@ -282,8 +338,8 @@ mod simd {
         [f64x2_promote_low_f32x4(x), f64x2_promote_low_f32x4(high)]
     }
 
-    /// [`super::accumulate`]: the panel widened to float64 once, then row by row, eight pairs of
-    /// accumulators kept as float64 values that are exactly float32.
+    /// [`super::accumulate`]: the panel widened to float64 once, the factors checked once for
+    /// [`on_grid`], then row by row.
     #[inline(always)]
     pub fn accumulate<const R: usize>(
         acc: &mut [[f32; PANEL]; R],
@@ -297,6 +353,27 @@ mod simd {
             let x = unsafe { v128_load(b_p.as_ptr().cast()) };
             wide.extend(widen(x));
         }
+        let k = b_panel.len() / PANEL;
+        let off_grid = |x: f32| !on_grid(x);
+        let b_off = b_panel.iter().fold(false, |any, &b| any | off_grid(b));
+        let a_off = (0..R).any(|r| (0..k).fold(false, |any, p| any | off_grid(a(r, p))));
+        if b_off || a_off {
+            rows::<R, true>(acc, a, b_panel, &wide);
+        } else {
+            rows::<R, false>(acc, a, b_panel, &wide);
+        }
+        WIDE_B.set(wide);
+    }
+
+    /// Each row of the tile in turn: eight pairs of accumulators kept as float64 values that are
+    /// exactly float32, through every row of the widened panel.
+    #[inline(always)]
+    fn rows<const R: usize, const SUBNORMALS: bool>(
+        acc: &mut [[f32; PANEL]; R],
+        a: impl Fn(usize, usize) -> f32,
+        b_panel: &[f32],
+        wide: &[v128],
+    ) {
         for (r, acc_r) in acc.iter_mut().enumerate() {
             let mut sums: [v128; PAIRS] = std::array::from_fn(|i| {
                 f64x2(f64::from(acc_r[2 * i]), f64::from(acc_r[2 * i + 1]))
@@ -306,7 +383,7 @@ mod simd {
                 let mut care = u64x2_splat(0);
                 let mut next = sums;
                 for (next, &b) in next.iter_mut().zip(b_p) {
-                    let (s, flag) = fused_sum(a_rp, b, *next);
+                    let (s, flag) = fused_sum::<SUBNORMALS>(a_rp, b, *next);
                     (*next, care) = (s, v128_or(care, flag));
                 }
                 if v128_any_true(care) {
@@ -319,7 +396,6 @@ mod simd {
                 acc_r[2 * i + 1] = f64x2_extract_lane::<1>(*s) as f32;
             }
         }
-        WIDE_B.set(wide);
     }
 
     /// The rare step where some lane needs care: every lane of the row again, as
@@ -344,7 +420,13 @@ mod simd {
         for i in (0..out.len()).step_by(2) {
             let j = (i + 1).min(last);
             let pair = |x: &[f32]| f64x2(f64::from(x[i]), f64::from(x[j]));
-            let (mut s, care) = fused_sum(pair(a), pair(b), pair(c));
+            let grid = [a[i], a[j], b[i], b[j]].into_iter().all(on_grid);
+            let (a2, b2, c2) = (pair(a), pair(b), pair(c));
+            let (mut s, care) = if grid {
+                fused_sum::<false>(a2, b2, c2)
+            } else {
+                fused_sum::<true>(a2, b2, c2)
+            };
             if v128_any_true(care) {
                 let lane = |k: usize| f64::from(fma_rounded_to_odd(a[k], b[k], c[k]));
                 s = f64x2(lane(i), lane(j));
