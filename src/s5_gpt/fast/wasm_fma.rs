@@ -20,8 +20,8 @@
 //!    lowest significand bits are exactly `1000…0` ([`HALFWAY`]). Below `f32::MIN_POSITIVE` the
 //!    float32 grid is coarser (subnormals) and the halfway bit moves up, so there the pattern
 //!    test is not enough: every nonzero `s` in that range is treated as a possible halfway point.
-//!    [`needs_care`] is these two tests; it flags about one sum in 500 million in training, and
-//!    none at all in the tutorial's runs so far. (Zero needs no care: `s = 0` only when `x = 0`,
+//!    [`needs_care`] is these two tests; a sum whose low bits look random is flagged once in 2²⁹
+//!    (about 540 million). (Zero needs no care: `s = 0` only when `x = 0`,
 //!    and float64 gives the exact zero the same sign IEEE 754 gives it in float32. NaN and ±∞ need
 //!    none: they come only from such inputs, and convert as they are.)
 //! 5. A flagged sum is finished by [`fma_rounded_to_odd`]: the exact error `e = x − s` of the
