@@ -2,7 +2,7 @@
 //!
 //! This crate is thin. It computes nothing of its own: every number comes from the lesson that
 //! prints it in the book (each stage's own `run`, the heat maps' own [`figures`] functions, stage
-//! 5's [`Trainer`](LessonTrainer) and [`generate`](app::sample::sample)), and every input is read
+//! 5's [`Trainer`](LessonTrainer) and [`generate`]), and every input is read
 //! and refused by the command line's own parsers and checks, so that a panel accepts what `cargo
 //! run` accepts, prints the same bytes, and answers bad input with the same line.
 //!
@@ -13,6 +13,7 @@
 //! | [`stage_weights`] | the numbers behind the heat maps of stages 1, 3 and 4 |
 //! | [`Trainer`] | the lines of `s5_gpt --loss-csv F`, a few steps at a time |
 //! | [`Sampler`] | `s5_gpt generate --checkpoint DIR …`, its stdout |
+//! | [`fma_self_check`] | the fast layer's fused multiply-add on WebAssembly, checked |
 //!
 //! An error is thrown as a JavaScript `Error` whose message is the line the command line prints on
 //! stderr (`error: …`). Of a flag error the command line prints more lines after it (clap's usage
@@ -34,12 +35,13 @@ use attention_from_scratch::s5_gpt::app::config::{Config, SAMPLE_LEN};
 use attention_from_scratch::s5_gpt::app::files::{LOSS_CSV_HEADER, loss_csv_line};
 use attention_from_scratch::s5_gpt::app::sample::sample;
 use attention_from_scratch::s5_gpt::data::{CharDataset, DATA_FILE};
+use attention_from_scratch::s5_gpt::fast::wasm_fma;
 use attention_from_scratch::s5_gpt::generate::{Sampling, generate};
 use attention_from_scratch::s5_gpt::tape::Tape;
 use attention_from_scratch::s5_gpt::train::Trainer as LessonTrainer;
 use attention_from_scratch::{BookSeeds, Error, s2_trainable, s3_causal, s4_multihead};
 use clap::Parser;
-use serde_json::json;
+use serde::Serialize;
 use wasm_bindgen::prelude::*;
 
 /// Where the page finds the trained model (`book/src/play/data/checkpoint/`); errors name it.
@@ -127,19 +129,15 @@ fn knob_or<T: std::str::FromStr>(knob: &str, default: T, what: &str) -> Result<T
 pub fn stage_weights(stage: &str, seed: &str, knob: &str) -> Result<String, JsError> {
     let (name, _) = stage_run(stage)?;
     let seeds = seeds(name, seed)?;
-    let map = |title: String, weights: ndarray::ArrayView2<f32>| {
-        let rows: Vec<Vec<f32>> = weights.outer_iter().map(|row| row.to_vec()).collect();
-        json!({ "title": title, "weights": rows })
-    };
-    let value = match name {
+    let one = |weights: ndarray::Array2<f32>| vec![Map::new(String::new(), weights.view())];
+    let (causal, query, maps) = match name {
         "s1_simple" => {
             let query = knob_or(knob, JOURNEY, "the query token")?;
             if query >= TOKENS.len() {
                 let tokens = TOKENS.len();
                 return Err(fail(Error::QueryOutOfRange { query, tokens }));
             }
-            let maps = [map(String::new(), figures::s1_weights().view())];
-            json!({ "labels": TOKENS, "causal": false, "query": query, "maps": maps })
+            (false, Some(query), one(figures::s1_weights()))
         }
         "s3_causal" => {
             let p: f64 = knob_or(knob, 0.0, "the dropout rate")?;
@@ -148,20 +146,58 @@ pub fn stage_weights(stage: &str, seed: &str, knob: &str) -> Result<String, JsEr
                     format!("the dropout rate {p} is out of range; use a probability from 0 to 1");
                 return Err(JsError::new(&format!("error: {why}")));
             }
-            let weights = figures::s3_weights(seeds, p).map_err(fail)?;
-            json!({ "labels": TOKENS, "causal": true, "maps": [map(String::new(), weights.view())] })
+            (
+                true,
+                None,
+                one(figures::s3_weights(seeds, p).map_err(fail)?),
+            )
         }
         "s4_multihead" => {
             let heads = knob_or(knob, 2, "the number of heads")?;
             let weights = figures::s4_weights(seeds, heads).map_err(fail)?; // (H, T, T)
-            let maps: Vec<_> = (weights.outer_iter().enumerate())
-                .map(|(h, w)| map(format!("head {h}"), w))
+            let maps = (weights.outer_iter().enumerate())
+                .map(|(h, w)| Map::new(format!("head {h}"), w))
                 .collect();
-            json!({ "labels": TOKENS, "causal": true, "maps": maps })
+            (true, None, maps)
         }
         _ => return Err(JsError::new("error: stage 2 draws no heat map in the book")),
     };
-    Ok(value.to_string())
+    let labels = TOKENS;
+    let value = HeatMaps {
+        labels,
+        causal,
+        query,
+        maps,
+    };
+    Ok(serde_json::to_string(&value).expect("numbers serialise"))
+}
+
+/// What [`stage_weights`] returns. Each float32 is written as the shortest text that reads back as
+/// it.
+#[derive(Serialize)]
+struct HeatMaps {
+    /// The tokens along both axes.
+    labels: [&'static str; 6],
+    /// Whether the future (above the diagonal) is masked.
+    causal: bool,
+    /// Stage 1's query token.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    query: Option<usize>,
+    maps: Vec<Map>,
+}
+
+/// One heat map: its title and its (T, T) weights, row by row.
+#[derive(Serialize)]
+struct Map {
+    title: String,
+    weights: Vec<Vec<f32>>,
+}
+
+impl Map {
+    fn new(title: String, weights: ndarray::ArrayView2<f32>) -> Map {
+        let weights = weights.outer_iter().map(|row| row.to_vec()).collect();
+        Map { title, weights }
+    }
 }
 
 /// The page's training flags: `s5_gpt`'s model and training flags, as its command line declares
@@ -338,4 +374,12 @@ impl Sampler {
             .collect();
         Ok(serde_json::to_string(&maps).expect("numbers serialise"))
     }
+}
+
+/// Mismatches between the fast layer's fused multiply-add on WebAssembly and a correctly rounded
+/// `fmaf`, on `n` random triples (from `seed`) after the edge cases: 0 when the page computes the
+/// lesson's bits. See [`wasm_fma::self_check`].
+#[wasm_bindgen]
+pub fn fma_self_check(n: u32, seed: u32) -> u32 {
+    wasm_fma::self_check(n, seed)
 }

@@ -434,6 +434,62 @@ fn tensor_f32(file: &SafeTensors, name: &str, shape: &[usize]) -> Result<Vec<f32
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::s5_gpt::backend::Lesson;
+    use crate::s5_gpt::data::CharDataset;
+    use crate::s5_gpt::train::Trainer;
+
+    /// A checkpoint of two steps of a small model, saved into a fresh folder.
+    fn saved(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("checkpoint_{}_{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let text = "to be, or not to be, that is the question: ".repeat(20);
+        let recipe = Recipe {
+            batch_size: 2,
+            context_size: 8,
+            embedding_size: 4,
+            blocks: 1,
+            ..Recipe::default()
+        };
+        let dataset = CharDataset::from_text(&text, recipe.batch_size, recipe.context_size);
+        let mut trainer = Trainer::new(recipe, dataset, Box::new(Lesson), Some(2));
+        trainer
+            .train(|_| std::ops::ControlFlow::Continue(()))
+            .unwrap();
+        save(&dir, &trainer.state()).unwrap();
+        dir
+    }
+
+    #[test]
+    fn bytes_give_the_checkpoint_the_folder_gives() {
+        let dir = saved("same");
+        let from_folder = load(&dir).unwrap();
+        let config = std::fs::read(dir.join(CONFIG_FILE)).unwrap();
+        let model = std::fs::read(dir.join(MODEL_FILE)).unwrap();
+        let from_bytes = from_bytes(&dir, &config, &model).unwrap();
+        assert_eq!(from_bytes.config, from_folder.config);
+        assert_eq!(from_bytes.weights.len(), from_folder.weights.len());
+        for ((name, a), (other, b)) in from_bytes.weights.iter().zip(&from_folder.weights) {
+            assert_eq!((name, &a.shape, &a.data), (other, &b.shape, &b.data));
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn damaged_bytes_are_refused_as_a_damaged_folder_is() {
+        let dir = saved("damaged");
+        let config = std::fs::read(dir.join(CONFIG_FILE)).unwrap();
+        let mut model = std::fs::read(dir.join(MODEL_FILE)).unwrap();
+        let last = model.len() - 1;
+        model[last] ^= 1; // one bit of the last weight
+        std::fs::write(dir.join(MODEL_FILE), &model).unwrap();
+        let folder = load(&dir).unwrap_err().to_string();
+        let bytes = from_bytes(&dir, &config, &model).unwrap_err().to_string();
+        assert!(folder.contains("its sha256 is not the one"), "{folder}");
+        assert_eq!(bytes, folder);
+        let bytes = from_bytes(&dir, b"{}", &model).unwrap_err().to_string();
+        assert!(bytes.contains("not a checkpoint config"), "{bytes}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn parameter_shapes_are_the_models() {
