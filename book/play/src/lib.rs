@@ -20,6 +20,12 @@
 //! and "For more information, try '--help'."); those speak of the terminal, and the page leaves
 //! them out.
 //!
+//! So it imports the lessons for every number, and the tool layer only for what reads input: the
+//! flags as `s5_gpt` declares them ([`RecipeArgs`], [`Cli`]), their limits ([`Config::check`]), the
+//! checkpoint reader ([`checkpoint::from_bytes`]), `generate`'s checks ([`sample`]) and the loss
+//! CSV's line ([`loss_csv_line`]). Copies of those would drift from the command line; the tool's
+//! native-only parts (download, progress bar, Ctrl-C, helper threads) are not in this build.
+//!
 //! `bash book/build.sh` builds it with `wasm-bindgen --target web` into `book/src/play/pkg/`.
 
 use std::fmt::Display;
