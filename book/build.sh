@@ -24,11 +24,11 @@ wasm_file=$wasm_target_dir/wasm32-unknown-unknown/release/attention_play.wasm
 
 # Builds book/play for wasm32 with rustup's target if it is installed, else with a Rust whose
 # standard library source is installed (Debian's rustc-web and rust-web-src) and -Zbuild-std.
-# Prints why and fails if neither is there.
+# Returns 2, saying why, if neither is there; a failed build stops the script.
 build_wasm() {
     if rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; then
         cargo build --release --target wasm32-unknown-unknown -p attention-play \
-            --target-dir "$wasm_target_dir"
+            --target-dir "$wasm_target_dir" || exit 1
         return
     fi
     local rustc=/usr/bin/rustc cargo=/usr/bin/cargo
@@ -36,7 +36,7 @@ build_wasm() {
     sysroot=$("$rustc" --print sysroot 2>/dev/null) || sysroot=
     if [ ! -x "$cargo" ] || [ ! -f "$sysroot/lib/rustlib/src/rust/library/Cargo.lock" ]; then
         echo "no wasm32 target: run \`rustup target add wasm32-unknown-unknown\` (the panels need it)" >&2
-        return 1
+        return 2
     fi
     # A linker for wasm32: the system Rust's own, else rustup's, else one on PATH.
     local linker candidate
@@ -51,23 +51,24 @@ build_wasm() {
     done
     if [ -z "$linker" ]; then
         echo "no linker for wasm32 (rust-lld or wasm-ld): run \`rustup target add wasm32-unknown-unknown\` (the panels need it)" >&2
-        return 1
+        return 2
     fi
     RUSTC="$rustc" RUSTC_BOOTSTRAP=1 CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_LINKER="$linker" \
         "$cargo" build --release --target wasm32-unknown-unknown -Zbuild-std=std,panic_abort \
-        -p attention-play --target-dir "$wasm_target_dir"
+        -p attention-play --target-dir "$wasm_target_dir" || exit 1
 }
 
-# The JavaScript glue, from the wasm-bindgen program of the same version as the crate's.
+# The JavaScript glue, from the wasm-bindgen program of the same version as the crate's. Returns 2,
+# saying why, if there is no such program.
 bind_wasm() {
     local found
     found=$(wasm-bindgen --version 2>/dev/null | awk '{print $2}') || found=
     if [ "$found" != "$wasm_bindgen_version" ]; then
         echo "no wasm-bindgen $wasm_bindgen_version${found:+ (found $found)}: run \`cargo install wasm-bindgen-cli --version $wasm_bindgen_version\` (the panels need it)" >&2
-        return 1
+        return 2
     fi
     rm -rf "$play/pkg"
-    wasm-bindgen --target web --out-dir "$play/pkg" "$wasm_file"
+    wasm-bindgen --target web --out-dir "$play/pkg" "$wasm_file" || exit 1
 }
 
 step "the page's WebAssembly"
