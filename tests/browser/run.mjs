@@ -231,8 +231,16 @@ async function trainChecks(b) {
             state !== "done" ? `state ${state}: ${message} ${errors.join(" ")}` :
                 got !== want ? firstDifference(got, want) : errors.join("\n"));
         if (steps >= 200) {
-            const samples = await page.locator(".play-sample").count();
-            check(samples === Math.floor(steps / 200), `${samples} sample(s) shown along the way`);
+            // The sample after step 200 is the one `s5_gpt --max-steps 200` prints after its test loss.
+            const samples = await page.$$eval(".play-sample-text", (pres) => pres.map((p) => p.textContent));
+            const shown = samples[samples.length - 1] || "";
+            const length = [...shown].length - "ROMEO:".length;
+            const chapter = cargo(["--example", "s5_gpt", "--", "--max-steps", "200", "--sample-len", String(length),
+                "--data", CORPUS, "--no-download", "--quiet", "--log-every", "0", ...flags]).stdout;
+            const want = chapter.slice(chapter.indexOf("\n\n", chapter.lastIndexOf("\nloss: ")) + 2).replace(/\n$/, "");
+            check(samples.length === Math.floor(steps / 200) && shown === want,
+                `${samples.length} sample(s) shown along the way; the one after step 200 is the chapter's ` +
+                `sample after --max-steps 200 (${length} characters)`, firstDifference(shown, want));
         }
         await page.close();
     }
