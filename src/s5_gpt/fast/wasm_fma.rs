@@ -325,12 +325,6 @@ mod simd {
         (s, v128_or(halfway, v128_and(tiny, nonzero)))
     }
 
-    /// Both lanes rounded to float32 and widened back, exactly.
-    #[inline(always)]
-    fn round_to_f32(s: v128) -> v128 {
-        f64x2_promote_low_f32x4(f32x4_demote_f64x2_zero(s))
-    }
-
     /// Four float32 as two float64 pairs.
     #[inline(always)]
     fn widen(x: v128) -> [v128; 2] {
@@ -365,8 +359,9 @@ mod simd {
         WIDE_B.set(wide);
     }
 
-    /// Each row of the tile in turn: eight pairs of accumulators kept as float64 values that are
-    /// exactly float32, through every row of the widened panel.
+    /// Each row of the tile in turn, through every row of the widened panel. The sums are kept
+    /// rounded to float32, two to a vector (the other two lanes zero), and widened for each step:
+    /// kept in float64, the compiler would turn each rounding into four scalar conversions.
     #[inline(always)]
     fn rows<const R: usize, const SUBNORMALS: bool>(
         acc: &mut [[f32; PANEL]; R],
@@ -375,41 +370,41 @@ mod simd {
         wide: &[v128],
     ) {
         for (r, acc_r) in acc.iter_mut().enumerate() {
-            let mut sums: [v128; PAIRS] = std::array::from_fn(|i| {
-                f64x2(f64::from(acc_r[2 * i]), f64::from(acc_r[2 * i + 1]))
-            });
+            let mut sums: [v128; PAIRS] =
+                std::array::from_fn(|i| f32x4(acc_r[2 * i], acc_r[2 * i + 1], 0.0, 0.0));
             for (p, b_p) in wide.chunks_exact(PAIRS).enumerate() {
                 let a_rp = f64x2_splat(f64::from(a(r, p)));
                 let mut care = u64x2_splat(0);
-                let mut next = sums;
-                for (next, &b) in next.iter_mut().zip(b_p) {
-                    let (s, flag) = fused_sum::<SUBNORMALS>(a_rp, b, *next);
-                    (*next, care) = (s, v128_or(care, flag));
-                }
+                let before = sums;
+                sums = std::array::from_fn(|i| {
+                    let c = f64x2_promote_low_f32x4(sums[i]);
+                    let (s, flag) = fused_sum::<SUBNORMALS>(a_rp, b_p[i], c);
+                    care = v128_or(care, flag);
+                    f32x4_demote_f64x2_zero(s)
+                });
                 if v128_any_true(care) {
-                    redo_row(&mut next, &sums, a(r, p), &b_panel[p * PANEL..][..PANEL]);
+                    // A copy, so that only this rare branch keeps the sums in memory.
+                    let mut redone = before;
+                    redo_row(&mut redone, a(r, p), &b_panel[p * PANEL..][..PANEL]);
+                    sums = redone;
                 }
-                sums = next.map(round_to_f32);
             }
             for (i, s) in sums.iter().enumerate() {
-                acc_r[2 * i] = f64x2_extract_lane::<0>(*s) as f32;
-                acc_r[2 * i + 1] = f64x2_extract_lane::<1>(*s) as f32;
+                acc_r[2 * i] = f32x4_extract_lane::<0>(*s);
+                acc_r[2 * i + 1] = f32x4_extract_lane::<1>(*s);
             }
         }
     }
 
-    /// The rare step where some lane needs care: every lane of the row again, as
-    /// [`fma_rounded_to_odd`] computes it (the result is a float32, so rounding it again keeps it).
+    /// The rare step where some lane needs care: every lane of the row again, from the sums
+    /// before it, as [`fma_rounded_to_odd`] computes it.
     #[cold]
     #[inline(never)]
-    fn redo_row(next: &mut [v128; PAIRS], before: &[v128; PAIRS], a: f32, b: &[f32]) {
-        for (i, (next, before)) in next.iter_mut().zip(before).enumerate() {
-            let c = [
-                f64x2_extract_lane::<0>(*before),
-                f64x2_extract_lane::<1>(*before),
-            ];
-            let lane = |j: usize| f64::from(fma_rounded_to_odd(a, b[2 * i + j], c[j] as f32));
-            *next = f64x2(lane(0), lane(1));
+    fn redo_row(sums: &mut [v128; PAIRS], a: f32, b: &[f32]) {
+        for (i, sum) in sums.iter_mut().enumerate() {
+            let c = [f32x4_extract_lane::<0>(*sum), f32x4_extract_lane::<1>(*sum)];
+            let lane = |j: usize| fma_rounded_to_odd(a, b[2 * i + j], c[j]);
+            *sum = f32x4(lane(0), lane(1), 0.0, 0.0);
         }
     }
 
