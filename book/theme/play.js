@@ -798,7 +798,7 @@
                 if (!this.loaded) {
                     this.say(t("loading"));
                     const steps = await this.engine.call("sampler_new");
-                    this.info.textContent = t("checkpoint_steps", { steps: steps });
+                    this.info.textContent = t("checkpoint_steps", { steps: Number(steps).toLocaleString("en") });
                     this.loaded = true;
                 }
                 this.output.textContent = "";
