@@ -365,7 +365,7 @@
 
         /** The heat maps of stage_weights' JSON, titled in the edition's language. */
         draw({ labels, causal, query, maps }) {
-            this.maps.replaceChildren(...maps.map((m, k) => {
+            this.maps.replaceChildren(...maps.map((m) => {
                 const head = /^head (\d+)$/.exec(m.title || "");
                 const title = head ? t("head", { head: head[1] }) : m.title || t("weights_title");
                 const highlightRow = query === undefined ? -1 : query;
@@ -393,6 +393,10 @@
                 this.say(t("done", { ms: Math.round(performance.now() - start) }));
                 this.state("done");
             } catch (error) {
+                this.maps.replaceChildren(); // nothing is left from another seed or knob
+                if (this.queryOutput) {
+                    this.queryOutput.textContent = "";
+                }
                 this.failed(error);
             } finally {
                 this.button.disabled = false;
@@ -415,7 +419,7 @@
             this.steps = 0;
             this.computeMs = 0; // time spent inside Trainer.run, for the steps per second
             this.chunk = 5; // steps per call, grown to about a quarter of a second
-            this.losses_pre = el("pre", { class: "play-losses", "data-flags": flags });
+            this.lossesPre = el("pre", { class: "play-losses", "data-flags": flags });
             this.samples = el("div", { class: "play-samples" });
             this.box = el("div", { class: "play-run-box" });
         }
@@ -425,7 +429,7 @@
             this.header = header.endsWith("\n") ? header : header + "\n";
             this.steps = steps;
             this.total = total;
-            this.losses_pre.textContent = this.header;
+            this.lossesPre.textContent = this.header;
         }
 
         rate() {
@@ -462,7 +466,7 @@
                 return;
             }
             const text = lines.endsWith("\n") ? lines : lines + "\n";
-            this.losses_pre.append(text);
+            this.lossesPre.append(text);
             for (const line of text.split("\n")) {
                 const loss = Number(line.split(",")[2]);
                 if (line && Number.isFinite(loss)) {
@@ -700,7 +704,7 @@
                     this.runs.length > 1 ? el("div", { class: "play-run-label", style: "color:" + run.colour },
                         run.label) : "",
                     el("div", { class: "play-output-caption" }, t("samples")), run.samples,
-                    outputBox(t("losses"), run.losses_pre));
+                    outputBox(t("losses"), run.lossesPre));
                 return run.box;
             }));
             await Promise.all(this.runs.map((run) => run.open()));
