@@ -158,10 +158,10 @@ fn self_check_finds_no_mismatch() {
 }
 
 /// Every a = 1 + j·2⁻²³ with b = 1 − j·2⁻²³ (a·b = 1 − j²·2⁻⁴⁶), against c at halfway points
-/// of four binades and both signs: 4 million products × 64 c. `cargo test --release --test
+/// of four binades, both signs of a: 4 million products × 64 c × 2. `cargo test --release --test
 /// s5_wasm_fma -- --ignored`.
 #[test]
-#[ignore = "a sweep of 270 million triples, about a minute"]
+#[ignore = "a sweep of 537 million triples, half a minute on two threads"]
 fn sweep_of_products_just_below_one() {
     let hw = hardware();
     let cs: Vec<f32> = (0..64u32)
