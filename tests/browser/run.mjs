@@ -464,6 +464,12 @@ async function main() {
                 check(false, `the group "${name}" stopped`, e && e.stack ? e.stack : String(e));
             }
         }
+        // The workers' own requests (the wasm, the corpus, the checkpoint) are among those recorded.
+        const seen = ["play/pkg/attention_play_bg.wasm", "play/data/tinyshakespeare.txt",
+            "play/data/checkpoint/model.safetensors"].filter((path) => b.requests.some((url) => url.endsWith(path)));
+        if (!only.length) {
+            check(seen.length === 3, `the workers' requests are recorded too: ${seen.join(", ")}`);
+        }
         const outside = b.requests.filter((url) => !url.startsWith(origin + "/") && !url.startsWith("file://"));
         check(outside.length === 0, `${b.requests.length} requests, none beyond ${origin} and the file:// pages (the server answered ` +
             `${served.length})`, outside.slice(0, 10).join("\n"));
