@@ -15,11 +15,15 @@
 //   `cargo run --example sN -- --seed K` prints, for the book's seeds and for 7, 2024 and -3;
 // - stage 5: `s5_gpt.html?train=100` writes into <pre class="play-losses"> the file that
 //   `s5_gpt --max-steps 100 --loss-csv F` writes, for the tutorial's model and for sequel models
-//   (English edition; one run in the Chinese one); 300 steps once, past the panel's first sample;
+//   (English edition; one run in the Chinese one); 300 steps once, past the panel's first sample,
+//   which is the chapter's sample after 200 steps; Start, Pause and Go on by hand change nothing, and
+//   the mask values -1e9 and 0 side by side are the two native runs;
 // - generation from the book's checkpoint equals `s5_gpt generate --checkpoint` with the same flags;
 // - bad input (a seed out of range, heads that do not divide the width, a prompt character outside
 //   the vocabulary) shows the command line's one-line message in the panel;
-// - fma_self_check() finds no mismatch; opened from file://, a panel says how to serve the book;
+// - the labels are complete in both languages, and each edition shows its own;
+// - fma_self_check() finds no mismatch; built without the WebAssembly, or opened from file://, a
+//   panel says in one line what to do;
 // - the training speed at the tutorial's size is printed (not asserted: the machine is shared).
 import { spawnSync } from "node:child_process";
 import { createReadStream, existsSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
@@ -120,8 +124,16 @@ const TYPES = {
 function serve(root) {
     const served = [];
     const server = createServer((req, res) => {
-        const path = decodeURIComponent(new URL(req.url, "http://x").pathname);
+        let path = decodeURIComponent(new URL(req.url, "http://x").pathname);
         served.push(path);
+        // /no-wasm/… is the book as built without a WebAssembly toolchain: no play/pkg/.
+        if (path.startsWith("/no-wasm/")) {
+            path = path.slice("/no-wasm".length);
+            if (path.includes("/play/pkg/")) {
+                res.writeHead(404).end("not found");
+                return;
+            }
+        }
         let file = normalize(join(root, path));
         if (!file.startsWith(root)) {
             res.writeHead(403).end();
@@ -385,7 +397,15 @@ async function fmaCheck(b) {
 }
 
 async function fileChecks(b) {
-    console.log("opened from disk, a panel says how to serve the book");
+    console.log("without the WebAssembly, or opened from disk, a panel says what to do");
+    for (const edition of EDITIONS) {
+        const { page, state, message } = await openPanel(b, `/no-wasm/${edition}s3_causal.html?run`,
+            ".play-panel[data-play=stage]");
+        const text = (message || "").trim();
+        check(state === "unavailable" && text.includes("rustup target add wasm32-unknown-unknown") &&
+            !text.includes("\n"), `${edition || "en/"}s3_causal.html built without wasm says "${text}"`);
+        await page.close();
+    }
     for (const edition of EDITIONS) {
         const local = await b.context.newPage();
         await local.goto("file://" + join(BOOK, edition, "s2_trainable.html"));
