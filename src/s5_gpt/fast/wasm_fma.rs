@@ -3,8 +3,9 @@
 //!
 //! The lesson adds each term of a product with `f32::mul_add`, the exact `a·b + c` rounded once
 //! to float32. WebAssembly has no fused multiply-add instruction, so there `mul_add` is a software
-//! call, about half as fast as a plain multiply and add. This module gets the same bits another
-//! way, from operations WebAssembly does have and IEEE 754 defines exactly:
+//! call, and the page trained the tutorial's model about four times slower with it than with this
+//! module. This module gets the same bits another way, from operations WebAssembly does have and
+//! IEEE 754 defines exactly:
 //!
 //! 1. `p = a·b` in float64 is **exact**: two 24-bit significands make at most 48 bits, and the
 //!    exponent (between 2⁻²⁹⁸ and 2²⁵⁶) is far inside float64's normal range.
@@ -20,16 +21,16 @@
 //!    lowest significand bits are exactly `1000…0` ([`HALFWAY`]). Below `f32::MIN_POSITIVE` the
 //!    float32 grid is coarser (subnormals) and the halfway bit moves up, so there the pattern
 //!    test is not enough: every nonzero `s` in that range is treated as a possible halfway point.
-//!    [`needs_care`] is these two tests; a sum whose low bits look random is flagged once in 2²⁹
-//!    (about 540 million). (Zero needs no care: `s = 0` only when `x = 0`,
-//!    and float64 gives the exact zero the same sign IEEE 754 gives it in float32. NaN and ±∞ need
-//!    none: they come only from such inputs, and convert as they are.)
+//!    [`needs_care`] is these two tests. A sum whose low bits look random is flagged once in 2²⁹
+//!    (about 540 million); training has sums of few-bit values too, and the tutorial's first 300
+//!    steps flagged some lane of a 16-wide row about 23 times per step. (Zero needs no care:
+//!    `s = 0` only when `x = 0`, and float64 gives the exact zero the same sign IEEE 754 gives it
+//!    in float32. NaN and ±∞ need none: they come only from such inputs, and convert as they are.)
 //! 5. A flagged sum is finished by [`fma_rounded_to_odd`]: the exact error `e = x − s` of the
 //!    addition (Knuth's TwoSum, six float64 operations, exact because nothing overflows), then `s`
 //!    moved one float64 step towards `x` when `e ≠ 0` and `s`'s last bit is even. That value has
 //!    an odd last bit, so it is no halfway point, and no halfway point lies between it and `x`:
 //!    it rounds to float32 as `x` does, in every range (Boldo and Melquiond's "rounding to odd").
-//!
 //! 6. The subnormal test can be skipped when neither factor is a nonzero below 2⁻⁵¹ in magnitude
 //!    ([`on_grid`]): then each factor's last bit is worth 2^(e−23) with e ≥ −51, so `a·b` is a
 //!    multiple of 2⁻¹⁴⁹, and so is every float32 `c`, and so is `x`. An `x` below 2⁻¹²⁶ is then a
