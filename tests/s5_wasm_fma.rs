@@ -168,7 +168,7 @@ fn sweep_of_products_just_below_one() {
         .map(|i| {
             let exponent = 151 + i % 4; // ulp 2, 4, 8, 16: 1 is half an ulp, a quarter, …
             let sign = (i >> 2) & 1;
-            f32::from_bits(sign << 31 | exponent << 23 | ((i >> 3) * 0x0f_0f0f))
+            f32::from_bits((sign << 31) | (exponent << 23) | ((i >> 3) * 0x0f_0f0f))
         })
         .collect();
     let check = |js: std::ops::Range<u32>| {

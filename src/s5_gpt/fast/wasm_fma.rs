@@ -1,4 +1,4 @@
-//! Fast layer, for WebAssembly. The product kernel's fused multiply-add from float64 arithmetic,
+//! Fast layer. For WebAssembly, the product kernel's fused multiply-add from float64 arithmetic,
 //! two lanes at a time: the page's share of Appendix B, "the same bits in the browser".
 //!
 //! The lesson adds each term of a product with `f32::mul_add`, the exact `a·b + c` rounded once
