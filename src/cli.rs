@@ -1,6 +1,7 @@
 //! What the stage examples share: the `--seed` flag, and turning an error into one line and an exit
 //! code.
 
+use std::ffi::OsString;
 use std::fmt::Display;
 use std::process::ExitCode;
 
@@ -34,9 +35,22 @@ impl SeedArgs {
     /// Parses the command line of example `name`, whose `--help` starts with `about`. A bad flag
     /// exits with clap's one-line error.
     pub fn parse_for(name: &'static str, about: &'static str) -> BookSeeds {
-        let matches = Self::command().name(name).about(about).get_matches();
-        let args = Self::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
-        BookSeeds::new(args.seed)
+        Self::try_parse_for(name, about, std::env::args_os()).unwrap_or_else(|e| e.exit())
+    }
+
+    /// The seeds of example `name`'s command line `args` (its name first), or clap's error for it.
+    /// The book's page reads a reader's seed with it, so it accepts and refuses what the example
+    /// does.
+    pub fn try_parse_for(
+        name: &'static str,
+        about: &'static str,
+        args: impl IntoIterator<Item = impl Into<OsString> + Clone>,
+    ) -> Result<BookSeeds, clap::Error> {
+        let matches = Self::command()
+            .name(name)
+            .about(about)
+            .try_get_matches_from(args)?;
+        Ok(BookSeeds::new(Self::from_arg_matches(&matches)?.seed))
     }
 }
 

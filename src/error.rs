@@ -21,4 +21,10 @@ pub enum Error {
          choose a d_out that is a multiple of num_heads"
     )]
     HeadsDontDivide { d_out: usize, num_heads: usize },
+    /// Stage 1's query is one of the sentence's tokens.
+    #[error(
+        "query {query} is not a token of the sentence; choose 0 to {} (0 is \"Your\")",
+        tokens - 1
+    )]
+    QueryOutOfRange { query: usize, tokens: usize },
 }

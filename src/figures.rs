@@ -4,7 +4,7 @@
 //! the same numbers: the English one in `book/src/img/`, the Chinese one, in Chinese words, in
 //! `book/src/img/zh-CN/`.
 
-use ndarray::{ArrayView2, Axis};
+use ndarray::{Array2, Array3, ArrayView2, Axis};
 
 use crate::lang::Lang;
 use crate::plot::{self, Panel, Series};
@@ -35,12 +35,41 @@ fn heatmaps(lang: Lang, file: &str, title: &str, panels: &[Panel], causal: bool)
     }
 }
 
+/// Stage 1's heat map: the weights of `simple_attention`, (T, T).
+pub fn s1_weights() -> Array2<f32> {
+    simple_attention(&inputs().view()).1
+}
+
+/// Stage 3's heat map: the causal weights of the first batch item, (T, T). A CausalAttention drawn
+/// at seed 789 has SelfAttention_v2's weights, so these are the weights the chapter masks. With
+/// `dropout` p (0 ≤ p ≤ 1) above 0 they are then dropped as §3.5.2 drops them, by
+/// `nn.Dropout(p)` after `torch.manual_seed(123)`.
+pub fn s3_weights(seeds: BookSeeds, dropout: f64) -> Result<Array2<f32>, Error> {
+    let batch = batch(); // (B, T, C)
+    let (_, context_length, d_in) = batch.dim();
+    let mut rng = Generator::manual_seed(seeds.seed_789);
+    let ca = CausalAttention::new(&mut rng, d_in, D_OUT, context_length, 0.0, false);
+    let weights = ca.attn_weights(&batch.view())?.index_axis_move(Axis(0), 0); // (T, T)
+    let mut rng = Generator::manual_seed(seeds.seed_123);
+    Ok(rng.dropout(&weights, dropout)) // (T, T)
+}
+
+/// The heads of stage 4's heat maps: the weights of a `MultiHeadAttention` of `heads` heads drawn
+/// at seed 123, for the first batch item, (H, T, T). The chapter's layer has 2.
+pub fn s4_weights(seeds: BookSeeds, heads: usize) -> Result<Array3<f32>, Error> {
+    let batch = batch(); // (B, T, C)
+    let (_, context_length, d_in) = batch.dim();
+    let mut rng = Generator::manual_seed(seeds.seed_123);
+    let mha = MultiHeadAttention::new(&mut rng, d_in, D_OUT, context_length, 0.0, heads, false)?;
+    Ok(mha.attn_weights(&batch.view())?.index_axis_move(Axis(0), 0)) // (H, T, T)
+}
+
 /// The pictures of stages 1, 3 and 4, at the book's seeds, in `lang`'s words. They draw no
 /// training, so they are quick.
 pub fn attention_figures(lang: Lang) -> Result<Vec<Figure>, Error> {
     let seeds = BookSeeds::default();
-    let (_, weights, _) = simple_attention(&inputs().view()); // (T, T)
     let whole = |weights| [Panel { title: "", weights }];
+    let (simple, causal) = (s1_weights(), s3_weights(seeds, 0.0)?); // (T, T) each
     let mut figures = vec![heatmaps(
         lang,
         "s1_simple_weights.svg",
@@ -48,17 +77,9 @@ pub fn attention_figures(lang: Lang) -> Result<Vec<Figure>, Error> {
             "Stage 1: the weights of simple_attention",
             "第 1 阶段：simple_attention 的权重",
         ),
-        &whole(weights.view()),
+        &whole(simple.view()),
         false,
     )];
-
-    // A CausalAttention drawn at seed 789 has SelfAttention_v2's weights, so these are the weights
-    // the stage-3 chapter masks.
-    let batch = batch(); // (B, T, C)
-    let (_, context_length, d_in) = batch.dim();
-    let mut rng = Generator::manual_seed(seeds.seed_789);
-    let ca = CausalAttention::new(&mut rng, d_in, D_OUT, context_length, 0.0, false);
-    let weights = ca.attn_weights(&batch.view())?; // (B, T, T)
     figures.push(heatmaps(
         lang,
         "s3_causal_weights.svg",
@@ -66,14 +87,11 @@ pub fn attention_figures(lang: Lang) -> Result<Vec<Figure>, Error> {
             "Stage 3: CausalAttention::attn_weights at seed 789",
             "第 3 阶段：种子 789 下的 CausalAttention::attn_weights",
         ),
-        &whole(weights.index_axis(Axis(0), 0)),
+        &whole(causal.view()),
         true,
     ));
 
-    let mut rng = Generator::manual_seed(seeds.seed_123);
-    let mha = MultiHeadAttention::new(&mut rng, d_in, D_OUT, context_length, 0.0, 2, false)?;
-    let weights = mha.attn_weights(&batch.view())?; // (B, H, T, T)
-    let first_item = weights.index_axis(Axis(0), 0); // (H, T, T)
+    let first_item = s4_weights(seeds, 2)?; // (H, T, T)
     let titles = [lang.pick("head 0", "头 0"), lang.pick("head 1", "头 1")];
     let panels: Vec<Panel> = first_item
         .outer_iter()

@@ -187,15 +187,22 @@ pub fn printed_row_sum(row: &ArrayView1<f32>) -> f64 {
 }
 // ANCHOR_END: row_sums
 
-/// §3.3.1: scores, weights and the context vector of the query "journey", x⁽²⁾.
-fn print_3_3_1<W: Write>(out: &mut W, inputs: &ArrayView2<f32>) -> std::io::Result<Array1<f32>> {
+/// §3.3.1: scores, weights and the context vector of the query x⁽ⁱ⁾ with i = `query` + 1; the
+/// chapter's is "journey", x⁽²⁾. The cells' names carry i as the notebook's carry 2.
+fn print_3_3_1<W: Write>(
+    out: &mut W,
+    inputs: &ArrayView2<f32>,
+    query: usize,
+) -> std::io::Result<Array1<f32>> {
     heading(
         out,
         "3.3.1 A simple self-attention mechanism without trainable weights",
     )?;
-    let query = inputs.row(1); // (d_in): "journey"
+    let i = query + 1;
+    let query = inputs.row(query); // (d_in): "journey" in the chapter
     let attn_scores_2 = attn_scores_for(&query, inputs); // (T)
-    cell(out, "#2", "attn_scores_2", &[print::tensor(&attn_scores_2)])?;
+    let name = format!("attn_scores_{i}");
+    cell(out, "#2", &name, &[print::tensor(&attn_scores_2)])?;
 
     let res = dot_loop(&inputs.row(0), &query);
     let torch_dot = inputs.row(0).dot(&query);
@@ -205,15 +212,15 @@ fn print_3_3_1<W: Write>(out: &mut W, inputs: &ArrayView2<f32>) -> std::io::Resu
     let normalizations = [
         (
             "#4",
-            "attn_weights_2_tmp",
+            format!("attn_weights_{i}_tmp"),
             normalize_by_sum(&attn_scores_2.view()),
         ),
         (
             "#5",
-            "attn_weights_2_naive",
+            format!("attn_weights_{i}_naive"),
             softmax_naive(&attn_scores_2.view()),
         ),
-        ("#6", "attn_weights_2", softmax(&attn_scores_2)),
+        ("#6", format!("attn_weights_{i}"), softmax(&attn_scores_2)),
     ];
     for (number, name, weights) in &normalizations {
         let printed = [
@@ -225,7 +232,8 @@ fn print_3_3_1<W: Write>(out: &mut W, inputs: &ArrayView2<f32>) -> std::io::Resu
 
     let attn_weights_2 = &normalizations[2].2;
     let context_vec_2 = context_vector(&attn_weights_2.view(), inputs); // (d_in)
-    cell(out, "#7", "context_vec_2", &[print::tensor(&context_vec_2)])?;
+    let name = format!("context_vec_{i}");
+    cell(out, "#7", &name, &[print::tensor(&context_vec_2)])?;
     Ok(context_vec_2)
 }
 
@@ -282,7 +290,21 @@ fn print_3_3_2<W: Write>(
 /// numbers, so `seeds` is unused; it is taken so that every stage runs the same way.
 pub fn run<W: Write>(out: &mut W, _seeds: crate::BookSeeds) -> Result<(), crate::Error> {
     let inputs = inputs(); // (T, d_in)
-    let context_vec_2 = print_3_3_1(out, &inputs.view())?;
+    let context_vec_2 = print_3_3_1(out, &inputs.view(), JOURNEY)?;
     print_3_3_2(out, &inputs.view(), &context_vec_2)?;
+    Ok(())
+}
+
+/// The chapter's query: token 1, "journey".
+pub const JOURNEY: usize = 1;
+
+/// §3.3.1 (cells #2–#7) for the query token `query` (0 to 5) instead of "journey": what the book's
+/// page shows when a reader picks another token.
+pub fn run_query<W: Write>(out: &mut W, query: usize) -> Result<(), crate::Error> {
+    if query >= TOKENS.len() {
+        let tokens = TOKENS.len();
+        return Err(crate::Error::QueryOutOfRange { query, tokens });
+    }
+    print_3_3_1(out, &inputs().view(), query)?;
     Ok(())
 }

@@ -244,3 +244,30 @@ fn python_floats_print_as_python_does() {
     assert_eq!(python_float(1.0), "1.0");
     assert_eq!(python_float(0.1 + 0.2), "0.30000000000000004");
 }
+
+/// The page's "another query" is the chapter's §3.3.1 with that token: for "journey" it prints the
+/// chapter's own cells, and for another token the scores of that token's row of #9.
+#[test]
+fn run_query_is_section_3_3_1_for_any_token() {
+    let printed = |query| {
+        let mut out = Vec::new();
+        s1_simple::run_query(&mut out, query).unwrap();
+        String::from_utf8(out).unwrap()
+    };
+    let chapter = output(BookSeeds::default());
+    let journey = printed(s1_simple::JOURNEY);
+    assert!(chapter.starts_with(&journey));
+    assert!(chapter[journey.len()..].starts_with("## 3.3.2"));
+    let step = printed(5);
+    let scores = attn_scores_for(&inputs().row(5), &inputs().view());
+    let expected = attention_from_scratch::print::tensor(&scores);
+    assert!(
+        step.contains(&format!("[#2] attn_scores_6\n{expected}\n")),
+        "{step}"
+    );
+    assert!(step.contains("[#7] context_vec_6\n"), "{step}");
+    let err = s1_simple::run_query(&mut Vec::new(), 6)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("choose 0 to 5"), "{err}");
+}

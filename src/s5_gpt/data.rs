@@ -141,8 +141,18 @@ fn windows(part: std::ops::Range<usize>, context_size: usize, stride: usize) -> 
 impl CharDataset {
     /// Reads a UTF-8 text file and builds the dataset with stride T/2 and a 90/10 split.
     pub fn load(path: &Path, batch_size: usize, context_size: usize) -> Result<Self, GptError> {
-        let text = read_text(path)?;
-        let ds = Self::from_text(&text, batch_size, context_size);
+        Self::from_corpus(&read_text(path)?, path, batch_size, context_size)
+    }
+
+    /// [`CharDataset::from_text`] of a corpus read from `path`, refused (naming `path`) if its
+    /// train or test part gives no batch.
+    pub fn from_corpus(
+        text: &str,
+        path: &Path,
+        batch_size: usize,
+        context_size: usize,
+    ) -> Result<Self, GptError> {
+        let ds = Self::from_text(text, batch_size, context_size);
         for (split, name) in [(Split::Train, "train"), (Split::Test, "test")] {
             if ds.len(split) == 0 {
                 let path = path.to_path_buf();

@@ -11,6 +11,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::backend::Op;
 use super::error::GptError;
 use super::ops::MASK_VALUE;
 use super::tape::Tape;
@@ -402,6 +403,32 @@ impl Gpt {
     }
 }
 // ANCHOR_END: gpt_new
+
+/// What the book draws of a model.
+impl Gpt {
+    /// The attention weights of every head of every block on one sequence of tokens `ids` (at most
+    /// T): for block b and head h, `maps[b][h]` is a (T, T) matrix, row-major, row i holding token
+    /// i's weights over the tokens 0..=i. They are the softmax nodes of the graph, one per block,
+    /// in order.
+    pub fn attention_maps(&self, tape: &mut Tape, ids: &[usize]) -> Vec<Vec<Vec<f32>>> {
+        tape.reset();
+        self.forward(tape, ids, 1, None); // (1, T, V)
+        let t = ids.len();
+        let maps = (0..tape.len())
+            .map(NodeId)
+            .filter(|&id| matches!(tape.op(id), Op::Softmax { .. }))
+            .map(|id| {
+                tape.value(id)
+                    .data
+                    .chunks(t * t)
+                    .map(<[f32]>::to_vec)
+                    .collect()
+            }) // (H, T, T)
+            .collect();
+        tape.reset();
+        maps
+    }
+}
 
 /// Names for the checkpoint files.
 impl Gpt {

@@ -15,8 +15,6 @@ use serde::{Deserialize, Serialize};
 use super::config::Config;
 use super::progress::Progress;
 use crate::lang::Lang;
-use crate::s5_gpt::NodeId;
-use crate::s5_gpt::backend::Op;
 use crate::s5_gpt::error::GptError;
 use crate::s5_gpt::model::Architecture;
 use crate::s5_gpt::ops::MASK_VALUE;
@@ -385,21 +383,7 @@ fn sentence_case(text: &str) -> String {
 /// and head h, a (T, T) matrix, row i holding character i's weights over the characters 0..=i.
 pub fn attention_maps(trainer: &mut Trainer, line: &str) -> Result<Vec<Vec<Vec<f32>>>, GptError> {
     let ids = trainer.dataset.encode(line)?;
-    let tape = &mut trainer.tape;
-    tape.reset();
-    trainer.model.forward(tape, &ids, 1, None); // (1, T, V)
-    // The attention weights are the softmax nodes, one per block, in order: (1, H, T, T).
-    let weights: Vec<Vec<Vec<f32>>> = (0..tape.len())
-        .map(NodeId)
-        .filter(|&id| matches!(tape.op(id), Op::Softmax { .. }))
-        .map(|id| {
-            let t = ids.len();
-            let heads = tape.value(id).data.chunks(t * t);
-            heads.map(<[f32]>::to_vec).collect()
-        })
-        .collect();
-    tape.reset();
-    Ok(weights)
+    Ok(trainer.model.attention_maps(&mut trainer.tape, &ids))
 }
 
 /// The row with the lowest test loss.

@@ -1,16 +1,17 @@
 //! Tool layer. The chapter run: load, train, test and sample, and the report that the snapshot
 //! locks. Also the pieces the subcommands share with it: the opening lines, the test pass with its
-//! progress bar, the loss CSV and curve, and the prompt check.
+//! progress bar, the loss CSV and curve.
 
 use std::io::Write;
 use std::ops::ControlFlow;
 
 use super::config::Config;
-use super::files::write_atomic;
+use super::files::{LOSS_CSV_HEADER, loss_csv_line, write_atomic};
 use super::progress::Progress;
+use super::sample::check_prompt;
 use crate::figures;
 use crate::lang::Lang;
-use crate::s5_gpt::data::{CharDataset, Split};
+use crate::s5_gpt::data::Split;
 use crate::s5_gpt::error::GptError;
 use crate::s5_gpt::train::{TestResult, Trainer};
 
@@ -109,9 +110,9 @@ pub fn write_curves(
     test_loss: Option<f64>,
 ) -> Result<(), GptError> {
     if let Some(path) = &cfg.loss_csv {
-        let mut text = String::from("step,lr,loss\n");
-        for (s, (loss, lr)) in trainer.losses.iter().zip(&trainer.lrs).enumerate() {
-            text.push_str(&format!("{s},{lr},{loss}\n"));
+        let mut text = String::from(LOSS_CSV_HEADER);
+        for (s, (&loss, &lr)) in trainer.losses.iter().zip(&trainer.lrs).enumerate() {
+            text.push_str(&loss_csv_line(s, lr, loss));
         }
         write_atomic(path, text.as_bytes())?;
     }
@@ -120,12 +121,4 @@ pub fn write_curves(
         write_atomic(path, figure.svg.as_bytes())?;
     }
     Ok(())
-}
-
-/// An empty prompt, or one with a character the model has never seen, cannot start a sample.
-pub fn check_prompt(vocabulary: &CharDataset, prompt: &str) -> Result<(), GptError> {
-    if prompt.is_empty() {
-        return Err(GptError::EmptyPrompt);
-    }
-    vocabulary.encode(prompt).map(drop)
 }

@@ -199,10 +199,24 @@ pub fn load(dir: &Path) -> Result<Checkpoint, GptError> {
             dir: dir.to_path_buf(),
         });
     }
+    let config = parse_config(dir, &read(&dir.join(CONFIG_FILE))?)?;
+    let bytes = read_checked(dir, &config, MODEL_FILE)?;
+    with_weights(dir, config, &bytes)
+}
+
+/// The checkpoint of `dir` from its files' bytes, `config.json` and `model.safetensors`, as a
+/// program without folders (the book's page) has them: the checks and errors of [`load`].
+pub fn from_bytes(dir: &Path, config: &[u8], model: &[u8]) -> Result<Checkpoint, GptError> {
+    let config = parse_config(dir, config)?;
+    check_file(dir, &config, MODEL_FILE, model)?;
+    with_weights(dir, config, model)
+}
+
+/// `config.json` of `dir`, if it is this crate's format and holds no contradiction.
+fn parse_config(dir: &Path, text: &[u8]) -> Result<SavedConfig, GptError> {
     let config_path = dir.join(CONFIG_FILE);
-    let text = read(&config_path)?;
     let config: SavedConfig =
-        serde_json::from_slice(&text).map_err(|e| GptError::CheckpointFile {
+        serde_json::from_slice(text).map_err(|e| GptError::CheckpointFile {
             path: config_path.clone(),
             why: format!("not a checkpoint config: {e}"),
         })?;
@@ -212,30 +226,37 @@ pub fn load(dir: &Path) -> Result<Checkpoint, GptError> {
             why: format!("its format is {:?}, not {FORMAT:?}", config.format),
         });
     }
-    let mismatch = |why: String| GptError::CheckpointMismatch {
-        dir: dir.to_path_buf(),
-        why,
-    };
     if let Some(why) = config.contradiction() {
-        return Err(mismatch(why));
+        return Err(mismatch(dir, why));
     }
-    let bytes = read_checked(dir, &config, MODEL_FILE)?;
-    let file = parse(&dir.join(MODEL_FILE), &bytes)?;
+    Ok(config)
+}
+
+/// The checkpoint of `config` with the weights in `bytes` (the checked `model.safetensors`).
+fn with_weights(dir: &Path, config: SavedConfig, bytes: &[u8]) -> Result<Checkpoint, GptError> {
+    let file = parse(&dir.join(MODEL_FILE), bytes)?;
     // Each tensor the config implies, checked against the file's before its numbers are copied.
     let mut weights = vec![];
     for (name, shape) in parameter_shapes(config.gpt_config()) {
-        let values = tensor_f32(&file, &name, &shape).map_err(mismatch)?;
+        let values = tensor_f32(&file, &name, &shape).map_err(|why| mismatch(dir, why))?;
         weights.push((name, Tensor::new(&shape, values)));
     }
     if file.len() != weights.len() {
         let why = format!("{} tensors, the config needs {}", file.len(), weights.len());
-        return Err(mismatch(why));
+        return Err(mismatch(dir, why));
     }
     Ok(Checkpoint {
         dir: dir.to_path_buf(),
         config,
         weights,
     })
+}
+
+fn mismatch(dir: &Path, why: String) -> GptError {
+    GptError::CheckpointMismatch {
+        dir: dir.to_path_buf(),
+        why,
+    }
 }
 // ANCHOR_END: load
 
@@ -354,10 +375,16 @@ fn read(path: &Path) -> Result<Vec<u8>, GptError> {
 
 /// Reads a tensor file and checks it is the one `config.json` was saved with.
 fn read_checked(dir: &Path, config: &SavedConfig, name: &str) -> Result<Vec<u8>, GptError> {
+    let bytes = read(&dir.join(name))?;
+    check_file(dir, config, name, &bytes)?;
+    Ok(bytes)
+}
+
+/// Checks that `bytes`, the tensor file `name` of `dir`, is the one `config.json` was saved with.
+fn check_file(dir: &Path, config: &SavedConfig, name: &str, bytes: &[u8]) -> Result<(), GptError> {
     let path = dir.join(name);
-    let bytes = read(&path)?;
-    parse(&path, &bytes)?; // a cut-off file is reported as such, before its checksum
-    if config.sha256.get(name) != Some(&sha256_hex(&bytes)) {
+    parse(&path, bytes)?; // a cut-off file is reported as such, before its checksum
+    if config.sha256.get(name) != Some(&sha256_hex(bytes)) {
         return Err(GptError::CheckpointFile {
             path,
             why:
@@ -365,7 +392,7 @@ fn read_checked(dir: &Path, config: &SavedConfig, name: &str) -> Result<Vec<u8>,
                     .into(),
         });
     }
-    Ok(bytes)
+    Ok(())
 }
 
 fn parse<'a>(path: &Path, bytes: &'a [u8]) -> Result<SafeTensors<'a>, GptError> {
@@ -407,6 +434,62 @@ fn tensor_f32(file: &SafeTensors, name: &str, shape: &[usize]) -> Result<Vec<f32
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::s5_gpt::backend::Lesson;
+    use crate::s5_gpt::data::CharDataset;
+    use crate::s5_gpt::train::Trainer;
+
+    /// A checkpoint of two steps of a small model, saved into a fresh folder.
+    fn saved(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("checkpoint_{}_{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let text = "to be, or not to be, that is the question: ".repeat(20);
+        let recipe = Recipe {
+            batch_size: 2,
+            context_size: 8,
+            embedding_size: 4,
+            blocks: 1,
+            ..Recipe::default()
+        };
+        let dataset = CharDataset::from_text(&text, recipe.batch_size, recipe.context_size);
+        let mut trainer = Trainer::new(recipe, dataset, Box::new(Lesson), Some(2));
+        trainer
+            .train(|_| std::ops::ControlFlow::Continue(()))
+            .unwrap();
+        save(&dir, &trainer.state()).unwrap();
+        dir
+    }
+
+    #[test]
+    fn bytes_give_the_checkpoint_the_folder_gives() {
+        let dir = saved("same");
+        let from_folder = load(&dir).unwrap();
+        let config = std::fs::read(dir.join(CONFIG_FILE)).unwrap();
+        let model = std::fs::read(dir.join(MODEL_FILE)).unwrap();
+        let from_bytes = from_bytes(&dir, &config, &model).unwrap();
+        assert_eq!(from_bytes.config, from_folder.config);
+        assert_eq!(from_bytes.weights.len(), from_folder.weights.len());
+        for ((name, a), (other, b)) in from_bytes.weights.iter().zip(&from_folder.weights) {
+            assert_eq!((name, &a.shape, &a.data), (other, &b.shape, &b.data));
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn damaged_bytes_are_refused_as_a_damaged_folder_is() {
+        let dir = saved("damaged");
+        let config = std::fs::read(dir.join(CONFIG_FILE)).unwrap();
+        let mut model = std::fs::read(dir.join(MODEL_FILE)).unwrap();
+        let last = model.len() - 1;
+        model[last] ^= 1; // one bit of the last weight
+        std::fs::write(dir.join(MODEL_FILE), &model).unwrap();
+        let folder = load(&dir).unwrap_err().to_string();
+        let bytes = from_bytes(&dir, &config, &model).unwrap_err().to_string();
+        assert!(folder.contains("its sha256 is not the one"), "{folder}");
+        assert_eq!(bytes, folder);
+        let bytes = from_bytes(&dir, b"{}", &model).unwrap_err().to_string();
+        assert!(bytes.contains("not a checkpoint config"), "{bytes}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn parameter_shapes_are_the_models() {

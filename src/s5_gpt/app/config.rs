@@ -3,9 +3,12 @@
 
 use std::path::{Path, PathBuf};
 
+#[cfg(not(target_arch = "wasm32"))]
 use super::fetch::{corpus_url, fetch};
 use crate::s5_gpt::backend::{Backend, Lesson};
-use crate::s5_gpt::data::{CharDataset, DATA_FILE, DATA_SHA256, default_data_path};
+use crate::s5_gpt::data::{CharDataset, default_data_path};
+#[cfg(not(target_arch = "wasm32"))]
+use crate::s5_gpt::data::{DATA_FILE, DATA_SHA256};
 use crate::s5_gpt::error::GptError;
 use crate::s5_gpt::fast::{Fast, team};
 use crate::s5_gpt::train::{Recipe, Trainer};
@@ -186,6 +189,7 @@ impl Config {
 
     /// The corpus to read: `--data`, else the first copy found, else (with `download`) a fresh
     /// download into this crate's `data/` folder.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn corpus(&self) -> Result<PathBuf, GptError> {
         let path = self.data_path();
         if self.data.is_some() || !self.download {
@@ -206,16 +210,18 @@ impl Config {
 
     /// Checks the settings, finds (or downloads) the corpus, loads it and builds the trainer, in
     /// the tutorial's order.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn trainer(&self) -> Result<Trainer, GptError> {
         self.check()?;
         let (b, t) = (self.recipe.batch_size, self.recipe.context_size);
         let dataset = CharDataset::load(&self.corpus()?, b, t)?;
-        Ok(Trainer::new(
-            self.recipe,
-            dataset,
-            self.backend(),
-            self.max_steps,
-        ))
+        Ok(self.trainer_on(dataset))
+    }
+
+    /// The trainer of these settings on `dataset`, loaded with this recipe's batch and context
+    /// sizes; [`Config::check`] comes first.
+    pub fn trainer_on(&self, dataset: CharDataset) -> Trainer {
+        Trainer::new(self.recipe, dataset, self.backend(), self.max_steps)
     }
 
     /// Runs `f` with this run's training threads; the results are the same bits for any number.
@@ -228,6 +234,7 @@ impl Config {
 }
 
 /// `found` if it is a file, else Tiny Shakespeare downloaded from `url` into `dest`.
+#[cfg(not(target_arch = "wasm32"))]
 pub fn find_or_fetch(
     found: &Path,
     dest: &Path,

@@ -1,4 +1,5 @@
-//! Tool layer. Files the tool writes and checks: whole or not at all, and by their sha256.
+//! Tool layer. Files the tool writes and checks: whole or not at all, and by their sha256; and the
+//! lines of the loss CSV.
 
 use std::path::{Path, PathBuf};
 
@@ -24,6 +25,15 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), GptError> {
         path: path.to_path_buf(),
         source,
     })
+}
+
+/// The first line of the `--loss-csv` file.
+pub const LOSS_CSV_HEADER: &str = "step,lr,loss\n";
+
+/// The `--loss-csv` line of step `step`: each number as Rust prints it, the shortest text that
+/// reads back as the same float.
+pub fn loss_csv_line(step: usize, lr: f64, loss: f32) -> String {
+    format!("{step},{lr},{loss}\n")
 }
 
 /// The sha256 of `bytes` as 64 lowercase hex digits, as `sha256sum` prints it.

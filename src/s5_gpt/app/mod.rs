@@ -10,23 +10,40 @@
 //! | [`config`] | the one `Config` a run is built from, and the limits of every number |
 //! | [`chapter`] | the chapter run and its report |
 //! | [`checkpoint`] | saving and loading a run in safetensors files |
-//! | [`files`] | whole-or-nothing writes and sha256 checks |
+//! | [`sample`] | `generate`'s checks and sample from a checkpoint |
+//! | [`files`] | whole-or-nothing writes, sha256 checks and the loss CSV's lines |
 //! | [`fetch`] | downloading Tiny Shakespeare on first use |
 //! | [`progress`] | the progress bar |
 //! | [`bench`](mod@bench) | `--bench`: time per step and per op |
 //! | [`ablation`] | the chapter "What the tutorial's model leaves out": its tables and attention maps |
+//!
+//! The book's page (`book/play/`) runs on WebAssembly, where there is no terminal, no signal, no
+//! network client and no second thread. It reads the flags with [`args`], checks them with
+//! [`config`]'s limits, reads the trained model with [`checkpoint`] and samples with [`sample`], so
+//! that it accepts what the command line accepts and answers bad input with the same line; the
+//! modules that need a terminal, Ctrl-C, the download or the clock are left out of that build.
 
-pub mod ablation;
 pub mod args;
-pub mod bench;
-pub mod chapter;
 pub mod checkpoint;
-pub mod command;
 pub mod config;
-pub mod fetch;
 pub mod files;
+pub mod sample;
+
+#[cfg(not(target_arch = "wasm32"))]
+pub mod ablation;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod bench;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod chapter;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod command;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod fetch;
+#[cfg(not(target_arch = "wasm32"))]
 pub mod progress;
 
+#[cfg(not(target_arch = "wasm32"))]
 pub use chapter::{Report, run};
+#[cfg(not(target_arch = "wasm32"))]
 pub use command::main;
 pub use config::Config;

@@ -271,6 +271,10 @@ fn tile<const R: usize>(
     let k = a.k;
     for (panel, b_panel) in b_panels.chunks_exact(k * NR).enumerate() {
         let mut acc = [[0.0f32; NR]; R];
+        // WebAssembly has no fused multiply-add instruction: the same sums, from float64 lanes.
+        #[cfg(target_arch = "wasm32")]
+        super::wasm_fma::accumulate(&mut acc, |r, p| a.at(r, p), b_panel);
+        #[cfg(not(target_arch = "wasm32"))]
         for (p, b_p) in (0..k).zip(b_panel.chunks_exact(NR)) {
             let b_p: &[f32; NR] = b_p.try_into().unwrap();
             let a_p: [f32; R] = std::array::from_fn(|r| a.at(r, p));

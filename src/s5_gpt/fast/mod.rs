@@ -7,6 +7,7 @@
 //! | [`team`] | the calling thread plus spinning helpers | work is split only along independent outputs, never inside a sum |
 //! | [`pool`] | buffers reused from step to step | every buffer is overwritten in full before it is read |
 //! | [`timers`] | time per op, for `--bench` | timing reads the clock, not the numbers |
+//! | [`wasm_fma`] | on WebAssembly, the products' fused multiply-adds from float64 lanes | float64 holds a·b exactly, and the rare sums that could round twice are finished exactly |
 //!
 //! Only the ops where time goes (products, softmax, GELU, the loss, clipping and AdamW) have code
 //! of their own here; the others run the lesson's functions. `tests/s5_layers.rs` checks every op,
@@ -16,6 +17,7 @@ pub mod kernels;
 pub mod pool;
 pub mod team;
 pub mod timers;
+pub mod wasm_fma;
 
 use super::backend::{Backend, Lesson, Op, mkn};
 use super::ops::{self, PROB_FLOOR, pairwise_sum, pairwise_sum_by};

@@ -228,6 +228,12 @@ pub fn with_team<R>(threads: usize, f: impl FnOnce() -> R) -> std::io::Result<R>
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
         n => n,
     };
+    // WebAssembly in the book's page has one thread: every piece of work runs on the calling one.
+    let threads = if cfg!(target_arch = "wasm32") {
+        1
+    } else {
+        threads
+    };
     let team = Arc::new(Team::new(threads)?);
     let previous = TEAM.replace(Some(team));
     struct Restore(Option<Option<Arc<Team>>>);

@@ -3,56 +3,14 @@
 use std::io::Write;
 
 use super::super::args::GenerateArgs;
-use super::super::chapter::check_prompt;
 use super::super::checkpoint;
-use super::super::config::{SAMPLE_LEN, TOP_K};
-use crate::rng::numpy::NumpyRandom;
-use crate::s5_gpt::data::CharDataset;
+use super::super::sample::sample;
 use crate::s5_gpt::error::GptError;
-use crate::s5_gpt::generate::{Sampling, generate};
-use crate::s5_gpt::tape::Tape;
-
-/// Temperatures outside these make no sense to sample with: below, logits divided by it overflow
-/// float32; above, every character is as likely as every other.
-const MIN_TEMPERATURE: f32 = 1e-3;
-const MAX_TEMPERATURE: f32 = 1e3;
 
 /// `s5_gpt generate`: a sample from a checkpoint.
 pub fn run(args: GenerateArgs, out: &mut impl Write) -> Result<(), GptError> {
     let saved = checkpoint::load(&args.checkpoint)?;
-    let t = args.temperature;
-    if !(t.is_finite() && (MIN_TEMPERATURE..=MAX_TEMPERATURE).contains(&t)) {
-        let msg = format!(
-            "--temperature must be a number from {MIN_TEMPERATURE} to {MAX_TEMPERATURE}, got {t}; 1 is the chapter's"
-        );
-        return Err(GptError::Config(msg));
-    }
-    args.top_k.map(|k| TOP_K.check(k)).transpose()?;
-    SAMPLE_LEN.check(args.sample.sample_len)?;
-    let vocabulary = CharDataset::from_vocab(saved.config.vocab());
-    check_prompt(&vocabulary, &args.sample.prompt)?;
-    let sampling = Sampling {
-        temperature: t,
-        top_k: args.top_k,
-    };
-    let cfg = args.config();
-    cfg.with_threads(|| {
-        let mut tape = Tape::with_backend(cfg.backend());
-        // Seeded as the chapter is, and past the initial weights' draws, as the chapter is when it
-        // samples.
-        let mut rng = NumpyRandom::seed(args.seed);
-        let model = saved.model(&mut tape, &mut rng);
-        let (prompt, len) = (&args.sample.prompt, args.sample.sample_len);
-        let text = generate(
-            &mut tape,
-            &model,
-            &vocabulary,
-            prompt,
-            len,
-            &mut rng,
-            sampling,
-        )?;
-        writeln!(out, "{text}")?;
-        Ok(())
-    })
+    let text = sample(&saved, &args)?;
+    writeln!(out, "{text}")?;
+    Ok(())
 }

@@ -1,0 +1,391 @@
+//! The book's page: the crate's stages compiled to WebAssembly, for the panels of each chapter.
+//!
+//! This crate is thin. It computes nothing of its own: every number comes from the lesson that
+//! prints it in the book (each stage's own `run`, the heat maps' own [`figures`] functions, stage
+//! 5's [`Trainer`](LessonTrainer) and [`generate`]), and every input is read
+//! and refused by the command line's own parsers and checks, so that a panel accepts what `cargo
+//! run` accepts, prints the same bytes, and answers bad input with the same line.
+//!
+//! | export | what `cargo run` gives the same |
+//! |---|---|
+//! | [`stage_output`] | `cargo run --example sN [-- --seed K]`, its stdout |
+//! | [`s1_query`] | stage 1's §3.3.1, for another query token |
+//! | [`stage_weights`] | the numbers behind the heat maps of stages 1, 3 and 4 |
+//! | [`Trainer`] | the lines of `s5_gpt --loss-csv F`, a few steps at a time |
+//! | [`Sampler`] | `s5_gpt generate --checkpoint DIR …`, its stdout |
+//! | [`fma_self_check`] | the fast layer's fused multiply-add on WebAssembly, checked |
+//!
+//! An error is thrown as a JavaScript `Error` whose message is the line the command line prints on
+//! stderr (`error: …`). Of a flag error the command line prints more lines after it (clap's usage
+//! and "For more information, try '--help'."); those speak of the terminal, and the page leaves
+//! them out.
+//!
+//! So it imports the lessons for every number, and the tool layer only for what reads input: the
+//! flags as `s5_gpt` declares them ([`RecipeArgs`], [`Cli`]), their limits ([`Config::check`]), the
+//! checkpoint reader ([`checkpoint::from_bytes`]), `generate`'s checks ([`sample`]) and the loss
+//! CSV's line ([`loss_csv_line`]). Copies of those would drift from the command line; the tool's
+//! native-only parts (download, progress bar, Ctrl-C, helper threads) are not in this build.
+//!
+//! `bash book/build.sh` builds it with `wasm-bindgen --target web` into `book/src/play/pkg/`.
+
+use std::fmt::Display;
+use std::path::Path;
+
+use attention_from_scratch::cli::SeedArgs;
+use attention_from_scratch::figures;
+use attention_from_scratch::rng::numpy::NumpyRandom;
+use attention_from_scratch::s1_simple::{self, JOURNEY, TOKENS};
+use attention_from_scratch::s5_gpt::app::args::{Cli, Command, RecipeArgs};
+use attention_from_scratch::s5_gpt::app::checkpoint::{self, Checkpoint};
+use attention_from_scratch::s5_gpt::app::config::{Config, SAMPLE_LEN};
+use attention_from_scratch::s5_gpt::app::files::{LOSS_CSV_HEADER, loss_csv_line};
+use attention_from_scratch::s5_gpt::app::sample::sample;
+use attention_from_scratch::s5_gpt::data::{CharDataset, DATA_FILE};
+use attention_from_scratch::s5_gpt::fast::wasm_fma;
+use attention_from_scratch::s5_gpt::generate::{Sampling, generate};
+use attention_from_scratch::s5_gpt::tape::Tape;
+use attention_from_scratch::s5_gpt::train::Trainer as LessonTrainer;
+use attention_from_scratch::{BookSeeds, Error, s2_trainable, s3_causal, s4_multihead};
+use clap::Parser;
+use serde::Serialize;
+use wasm_bindgen::prelude::*;
+
+/// Where the page finds the trained model (`book/src/play/data/checkpoint/`); errors name it.
+const CHECKPOINT_DIR: &str = "data/checkpoint";
+
+/// The one line the command line prints for `e`.
+fn fail(e: impl Display) -> JsError {
+    JsError::new(&format!("error: {e}"))
+}
+
+/// A flag error as the page shows it: the first line that clap prints, `error: …`, without the
+/// usage and the `--help` tip that follow it on a terminal.
+fn flag_error(e: clap::Error) -> JsError {
+    let text = e.render().to_string();
+    JsError::new(text.lines().next().unwrap_or("error: bad flags"))
+}
+
+/// A stage's `run`: its chapter's outputs, in order, for the seeds given.
+type Run = fn(&mut Vec<u8>, BookSeeds) -> Result<(), Error>;
+
+/// The stage called `stage` (its module, example and chapter name) and its `run`.
+fn stage_run(stage: &str) -> Result<(&'static str, Run), JsError> {
+    let found: (&'static str, Run) = match stage {
+        "s1_simple" => ("s1_simple", s1_simple::run),
+        "s2_trainable" => ("s2_trainable", s2_trainable::run),
+        "s3_causal" => ("s3_causal", s3_causal::run),
+        "s4_multihead" => ("s4_multihead", s4_multihead::run),
+        _ => {
+            let known = "s1_simple, s2_trainable, s3_causal or s4_multihead";
+            return Err(JsError::new(&format!(
+                "error: there is no stage {stage:?}; use {known}"
+            )));
+        }
+    };
+    Ok(found)
+}
+
+/// The seeds of `--seed <seed>` for example `name`, read by the example's own parser; `""` is the
+/// book's seeds (no `--seed`).
+fn seeds(name: &'static str, seed: &str) -> Result<BookSeeds, JsError> {
+    if seed.is_empty() {
+        return Ok(BookSeeds::default());
+    }
+    // `--seed=…` keeps a reader's text one value, even when it starts with `-`.
+    let args = [name.to_string(), format!("--seed={seed}")];
+    SeedArgs::try_parse_for(name, "", args).map_err(flag_error)
+}
+
+/// Exactly what `cargo run --example <stage> -- --seed <seed>` prints on stdout (without `--seed`
+/// when `seed` is `""`). `stage` is `s1_simple`, `s2_trainable`, `s3_causal` or `s4_multihead`.
+#[wasm_bindgen]
+pub fn stage_output(stage: &str, seed: &str) -> Result<String, JsError> {
+    let (name, run) = stage_run(stage)?;
+    let seeds = seeds(name, seed)?;
+    let mut out = Vec::new();
+    run(&mut out, seeds).map_err(fail)?;
+    Ok(String::from_utf8(out).expect("the stages print UTF-8"))
+}
+
+/// Stage 1's §3.3.1 (cells #2–#7) for query token `query`, 0 to 5 in "Your journey starts with one
+/// step"; 1 ("journey") is the chapter's, and prints the start of `stage_output("s1_simple", "")`.
+#[wasm_bindgen]
+pub fn s1_query(query: usize) -> Result<String, JsError> {
+    let mut out = Vec::new();
+    s1_simple::run_query(&mut out, query).map_err(fail)?;
+    Ok(String::from_utf8(out).expect("the stage prints UTF-8"))
+}
+
+/// `knob` as a number, or `default` if it is `""`.
+fn knob_or<T: std::str::FromStr>(knob: &str, default: T, what: &str) -> Result<T, JsError> {
+    if knob.is_empty() {
+        return Ok(default);
+    }
+    knob.parse()
+        .map_err(|_| JsError::new(&format!("error: {what} {knob:?} is not a number")))
+}
+
+/// The numbers behind a stage's heat map, as JSON:
+/// `{"labels": [6 tokens], "causal": bool, "maps": [{"title": "…", "weights": [[…], …]}, …]}`,
+/// each map (T, T), row i holding token i's weights. `knob` (`""` for the chapter's) is stage 1's
+/// query token (0–5; the JSON then also holds `"query"`), stage 3's dropout rate (0 to 1; 0 is the
+/// chapter's figure, 0.5 its `nn.Dropout(0.5)`) or stage 4's number of heads (the chapter's 2; it
+/// must divide d_out = 2). Stage 2 draws no heat map. `seed` is read as `stage_output` reads it.
+#[wasm_bindgen]
+pub fn stage_weights(stage: &str, seed: &str, knob: &str) -> Result<String, JsError> {
+    let (name, _) = stage_run(stage)?;
+    let seeds = seeds(name, seed)?;
+    let one = |weights: ndarray::Array2<f32>| vec![Map::new(String::new(), weights.view())];
+    let (causal, query, maps) = match name {
+        "s1_simple" => {
+            let query = knob_or(knob, JOURNEY, "the query token")?;
+            if query >= TOKENS.len() {
+                let tokens = TOKENS.len();
+                return Err(fail(Error::QueryOutOfRange { query, tokens }));
+            }
+            (false, Some(query), one(figures::s1_weights()))
+        }
+        "s3_causal" => {
+            let p: f64 = knob_or(knob, 0.0, "the dropout rate")?;
+            if !(0.0..=1.0).contains(&p) {
+                let why =
+                    format!("the dropout rate {p} is out of range; use a probability from 0 to 1");
+                return Err(JsError::new(&format!("error: {why}")));
+            }
+            (
+                true,
+                None,
+                one(figures::s3_weights(seeds, p).map_err(fail)?),
+            )
+        }
+        "s4_multihead" => {
+            let heads = knob_or(knob, 2, "the number of heads")?;
+            let weights = figures::s4_weights(seeds, heads).map_err(fail)?; // (H, T, T)
+            let maps = (weights.outer_iter().enumerate())
+                .map(|(h, w)| Map::new(format!("head {h}"), w))
+                .collect();
+            (true, None, maps)
+        }
+        _ => return Err(JsError::new("error: stage 2 draws no heat map in the book")),
+    };
+    let labels = TOKENS;
+    let value = HeatMaps {
+        labels,
+        causal,
+        query,
+        maps,
+    };
+    Ok(serde_json::to_string(&value).expect("numbers serialise"))
+}
+
+/// What [`stage_weights`] returns. Each float32 is written as the shortest text that reads back as
+/// it.
+#[derive(Serialize)]
+struct HeatMaps {
+    /// The tokens along both axes.
+    labels: [&'static str; 6],
+    /// Whether the future (above the diagonal) is masked.
+    causal: bool,
+    /// Stage 1's query token.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    query: Option<usize>,
+    maps: Vec<Map>,
+}
+
+/// One heat map: its title and its (T, T) weights, row by row.
+#[derive(Serialize)]
+struct Map {
+    title: String,
+    weights: Vec<Vec<f32>>,
+}
+
+impl Map {
+    fn new(title: String, weights: ndarray::ArrayView2<f32>) -> Map {
+        let weights = weights.outer_iter().map(|row| row.to_vec()).collect();
+        Map { title, weights }
+    }
+}
+
+/// The page's training flags: `s5_gpt`'s model and training flags, as its command line declares
+/// them.
+#[derive(Debug, Parser)]
+#[command(name = "s5_gpt")]
+struct TrainFlags {
+    #[command(flatten)]
+    recipe: RecipeArgs,
+}
+
+/// Stage 5's trainer in the page: the chapter's training run, a few steps per call, on the corpus
+/// the page loaded.
+#[wasm_bindgen]
+pub struct Trainer {
+    trainer: LessonTrainer,
+    prompt: String,
+}
+
+#[wasm_bindgen]
+impl Trainer {
+    /// The chapter's trainer with `flags`, a fragment of `s5_gpt`'s command line split at
+    /// whitespace: its model and training flags (`--seed N --qkv --heads N --residual
+    /// --layer-norm --dropout P --mask-value V`, also `--epochs`, `--batch-size`,
+    /// `--context-size`, `--embedding-size`, `--blocks`, `--lr`), read and checked as `s5_gpt`
+    /// reads and checks them. `corpus` is the text (Tiny Shakespeare).
+    #[wasm_bindgen(constructor)]
+    pub fn new(flags: &str, corpus: &str) -> Result<Trainer, JsError> {
+        let args = std::iter::once("s5_gpt").chain(flags.split_whitespace());
+        let flags = TrainFlags::try_parse_from(args).map_err(flag_error)?;
+        let cfg = Config {
+            recipe: flags.recipe.recipe(),
+            ..Config::default()
+        };
+        cfg.check().map_err(fail)?;
+        let (b, t) = (cfg.recipe.batch_size, cfg.recipe.context_size);
+        let dataset = CharDataset::from_corpus(corpus, Path::new(DATA_FILE), b, t).map_err(fail)?;
+        Ok(Trainer {
+            trainer: cfg.trainer_on(dataset),
+            prompt: cfg.prompt,
+        })
+    }
+
+    /// The first line of the `--loss-csv` file, `step,lr,loss` and a line break.
+    pub fn header() -> String {
+        LOSS_CSV_HEADER.to_string()
+    }
+
+    /// Trains `n` more steps (fewer if the run's epochs end first) and returns their lines of the
+    /// `--loss-csv` file, each ending in a line break.
+    pub fn run(&mut self, n: usize) -> Result<String, JsError> {
+        let mut lines = String::new();
+        let stop = self.trainer.losses.len() + n;
+        if n == 0 {
+            return Ok(lines);
+        }
+        self.trainer
+            .train(|t| {
+                let s = t.losses.len() - 1;
+                lines.push_str(&loss_csv_line(s, t.lrs[s], t.losses[s]));
+                if s + 1 < stop {
+                    std::ops::ControlFlow::Continue(())
+                } else {
+                    std::ops::ControlFlow::Break(())
+                }
+            })
+            .map_err(fail)?;
+        Ok(lines)
+    }
+
+    /// Steps trained so far.
+    pub fn steps(&self) -> usize {
+        self.trainer.losses.len()
+    }
+
+    /// Steps in the whole run (the epochs' batches).
+    pub fn total_steps(&self) -> usize {
+        self.trainer.steps
+    }
+
+    /// "ROMEO:" and `length` characters sampled from the current weights as the chapter samples:
+    /// from the generator as it stands after the initial weights. So after N steps it is the
+    /// sample that `s5_gpt --max-steps N --sample-len <length>` prints, and the generator itself
+    /// is left as it was.
+    pub fn sample(&mut self, length: usize) -> Result<String, JsError> {
+        SAMPLE_LEN.check(length).map_err(fail)?;
+        let t = &mut self.trainer;
+        let mut rng = t.rng.clone();
+        let (tape, model, dataset) = (&mut t.tape, &t.model, &t.dataset);
+        let sampling = Sampling::default();
+        generate(
+            tape,
+            model,
+            dataset,
+            &self.prompt,
+            length,
+            &mut rng,
+            sampling,
+        )
+        .map_err(fail)
+    }
+}
+
+/// The trained model of the chapter, read from its checkpoint's files.
+#[wasm_bindgen]
+pub struct Sampler {
+    saved: Checkpoint,
+}
+
+#[wasm_bindgen]
+impl Sampler {
+    /// The checkpoint whose `config.json` is `config_json` and `model.safetensors` is `weights`,
+    /// checked as `s5_gpt generate --checkpoint` checks a folder (format, checksums, names and
+    /// shapes).
+    #[wasm_bindgen(constructor)]
+    pub fn new(config_json: &str, weights: &[u8]) -> Result<Sampler, JsError> {
+        let dir = Path::new(CHECKPOINT_DIR);
+        let saved = checkpoint::from_bytes(dir, config_json.as_bytes(), weights).map_err(fail)?;
+        Ok(Sampler { saved })
+    }
+
+    /// Exactly what `s5_gpt generate --checkpoint DIR --prompt <prompt> --temperature <t> --top-k
+    /// <k> --seed <s> --sample-len <length>` prints on stdout. Each value is the text of a field,
+    /// read by the command line's own parser; `""` leaves that flag out (its default: temperature
+    /// 1, all characters, seed 42, 512 characters), except the prompt, which is always given.
+    pub fn generate(
+        &self,
+        prompt: &str,
+        temperature: &str,
+        top_k: &str,
+        seed: &str,
+        length: &str,
+    ) -> Result<String, JsError> {
+        let mut args = vec!["s5_gpt".to_string(), "generate".to_string()];
+        args.extend(["--checkpoint".to_string(), CHECKPOINT_DIR.to_string()]);
+        args.push(format!("--prompt={prompt}"));
+        let flags = [
+            ("--temperature", temperature),
+            ("--top-k", top_k),
+            ("--seed", seed),
+            ("--sample-len", length),
+        ];
+        for (flag, value) in flags {
+            if !value.is_empty() {
+                args.push(format!("{flag}={value}"));
+            }
+        }
+        let cli = Cli::try_parse_args(args).map_err(flag_error)?;
+        let Some(Command::Generate(args)) = cli.command else {
+            unreachable!("the arguments start with generate")
+        };
+        let text = sample(&self.saved, &args).map_err(fail)?;
+        Ok(format!("{text}\n"))
+    }
+
+    /// The attention weights of `prompt` (its last T characters if it is longer) as JSON,
+    /// `[block][head][row][column]`, row i holding character i's weights over the characters
+    /// 0..=i: the model's softmax nodes, as the chapter "What the tutorial's model leaves out"
+    /// draws them.
+    pub fn attention(&self, prompt: &str) -> Result<String, JsError> {
+        let vocabulary = CharDataset::from_vocab(self.saved.config.vocab());
+        let ids = vocabulary.encode(prompt).map_err(fail)?;
+        if ids.is_empty() {
+            return Err(fail(attention_from_scratch::s5_gpt::GptError::EmptyPrompt));
+        }
+        let mut tape = Tape::with_backend(Config::default().backend());
+        let model = self.saved.model(&mut tape, &mut NumpyRandom::seed(0));
+        let window = &ids[ids.len().saturating_sub(model.config.context_size)..];
+        let maps = model.attention_maps(&mut tape, window); // [block][head][T·T]
+        let t = window.len();
+        let maps: Vec<Vec<Vec<&[f32]>>> = maps
+            .iter()
+            .map(|heads| heads.iter().map(|w| w.chunks(t).collect()).collect())
+            .collect();
+        Ok(serde_json::to_string(&maps).expect("numbers serialise"))
+    }
+}
+
+/// Mismatches between the fast layer's fused multiply-add on WebAssembly and a correctly rounded
+/// `fmaf`, on `n` random triples (from `seed`) after the edge cases: 0 when the page computes the
+/// lesson's bits. See [`wasm_fma::self_check`].
+#[wasm_bindgen]
+pub fn fma_self_check(n: u32, seed: u32) -> u32 {
+    wasm_fma::self_check(n, seed)
+}

@@ -1,0 +1,63 @@
+//! Tool layer. What `s5_gpt generate` does with a checkpoint: check the sampling flags and the
+//! prompt, then sample. The book's page calls the same function, so it samples the same text and
+//! refuses the same input with the same line.
+
+use super::args::GenerateArgs;
+use super::checkpoint::Checkpoint;
+use super::config::{SAMPLE_LEN, TOP_K};
+use crate::rng::numpy::NumpyRandom;
+use crate::s5_gpt::data::CharDataset;
+use crate::s5_gpt::error::GptError;
+use crate::s5_gpt::generate::{Sampling, generate};
+use crate::s5_gpt::tape::Tape;
+
+/// Temperatures outside these make no sense to sample with: below, logits divided by it overflow
+/// float32; above, every character is as likely as every other.
+const MIN_TEMPERATURE: f32 = 1e-3;
+const MAX_TEMPERATURE: f32 = 1e3;
+
+/// The text `s5_gpt generate` prints (without its final line break): `--prompt` and
+/// `--sample-len` characters drawn from `saved`'s model with `--temperature` and `--top-k`.
+pub fn sample(saved: &Checkpoint, args: &GenerateArgs) -> Result<String, GptError> {
+    let t = args.temperature;
+    if !(t.is_finite() && (MIN_TEMPERATURE..=MAX_TEMPERATURE).contains(&t)) {
+        let msg = format!(
+            "--temperature must be a number from {MIN_TEMPERATURE} to {MAX_TEMPERATURE}, got {t}; 1 is the chapter's"
+        );
+        return Err(GptError::Config(msg));
+    }
+    args.top_k.map(|k| TOP_K.check(k)).transpose()?;
+    SAMPLE_LEN.check(args.sample.sample_len)?;
+    let vocabulary = CharDataset::from_vocab(saved.config.vocab());
+    check_prompt(&vocabulary, &args.sample.prompt)?;
+    let sampling = Sampling {
+        temperature: t,
+        top_k: args.top_k,
+    };
+    let cfg = args.config();
+    cfg.with_threads(|| {
+        let mut tape = Tape::with_backend(cfg.backend());
+        // Seeded as the chapter is, and past the initial weights' draws, as the chapter is when it
+        // samples.
+        let mut rng = NumpyRandom::seed(args.seed);
+        let model = saved.model(&mut tape, &mut rng);
+        let (prompt, len) = (&args.sample.prompt, args.sample.sample_len);
+        generate(
+            &mut tape,
+            &model,
+            &vocabulary,
+            prompt,
+            len,
+            &mut rng,
+            sampling,
+        )
+    })
+}
+
+/// An empty prompt, or one with a character the model has never seen, cannot start a sample.
+pub fn check_prompt(vocabulary: &CharDataset, prompt: &str) -> Result<(), GptError> {
+    if prompt.is_empty() {
+        return Err(GptError::EmptyPrompt);
+    }
+    vocabulary.encode(prompt).map(drop)
+}

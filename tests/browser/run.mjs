@@ -1,0 +1,511 @@
+// The book's panels in a real browser, against `cargo run`, byte for byte.
+//
+// Usage (from the crate root, after `bash book/build.sh`):
+//   node tests/browser/run.mjs            the checks (.ci/run runs this)
+//   node tests/browser/run.mjs --speed 5  only the training speed: 5 runs of 1,000 steps, their median
+//   node tests/browser/run.mjs --only stages train   some groups of checks (see main)
+//
+// It serves book/book/ from a loopback port, opens the pages in headless Chromium (Debian's, at
+// /usr/bin/chromium, or $CHROMIUM), and compares what each panel writes with what the examples print
+// when run here and now (nothing expected is written into this file). Every request the browser makes
+// is recorded, and one beyond the loopback server fails the test.
+//
+// Checks, in both editions unless said:
+// - stages 1-4: `sN.html?seed=K&run` writes into <pre class="play-output"> what
+//   `cargo run --example sN -- --seed K` prints, for the book's seeds and for 7, 2024 and -3;
+// - stage 5: `s5_gpt.html?train=100` writes into <pre class="play-losses"> the file that
+//   `s5_gpt --max-steps 100 --loss-csv F` writes, for the tutorial's model and for sequel models
+//   (English edition; one run in the Chinese one); 300 steps once, past the panel's first sample,
+//   which is the chapter's sample after 200 steps; Start, Pause and Go on by hand change nothing, and
+//   the mask values -1e9 and 0 side by side are the two native runs;
+// - generation from the book's checkpoint equals `s5_gpt generate --checkpoint` with the same flags;
+// - bad input (a seed out of range, heads that do not divide the width, a prompt character outside
+//   the vocabulary) shows the command line's one-line message in the panel;
+// - the labels are complete in both languages, and each edition shows its own;
+// - fma_self_check() finds no mismatch; built without the WebAssembly, or opened from file://, a
+//   panel says in one line what to do;
+// - the training speed at the tutorial's size is printed (not asserted: the machine is shared).
+import { spawnSync } from "node:child_process";
+import { createReadStream, existsSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
+import { createServer } from "node:http";
+import { tmpdir } from "node:os";
+import { dirname, extname, join, normalize, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { chromium } from "playwright-core";
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
+// PLAY_BOOK_DIR: another build of the book to test (default book/book).
+const BOOK = process.env.PLAY_BOOK_DIR ? resolve(process.env.PLAY_BOOK_DIR) : join(ROOT, "book", "book");
+const CHECKPOINT = join(BOOK, "play", "data", "checkpoint");
+const CORPUS = join(BOOK, "play", "data", "tinyshakespeare.txt");
+const STAGES = ["s1_simple", "s2_trainable", "s3_causal", "s4_multihead"];
+const SEEDS = ["", "7", "2024", "-3"]; // "" is the book's seeds
+const EDITIONS = ["", "zh-CN/"];
+const TIMEOUT = 10 * 60 * 1000;
+
+let failures = 0;
+let checks = 0;
+function check(ok, what, detail) {
+    checks++;
+    if (ok) {
+        console.log("  ok    " + what);
+    } else {
+        failures++;
+        console.log("  FAIL  " + what + (detail ? "\n" + indent(detail) : ""));
+    }
+}
+function indent(text) {
+    return String(text).split("\n").map((l) => "        " + l).join("\n");
+}
+
+/** Where two texts first differ, for a failure's message. */
+function firstDifference(got, want) {
+    let i = 0;
+    while (i < got.length && i < want.length && got[i] === want[i]) {
+        i++;
+    }
+    const line = want.slice(0, i).split("\n").length;
+    return `first difference at character ${i} (line ${line}): page ${JSON.stringify(got.slice(i, i + 60))}` +
+        ` vs native ${JSON.stringify(want.slice(i, i + 60))} (lengths ${got.length} and ${want.length})`;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Native runs: the examples, built once in release.
+
+function cargo(args, allowFailure) {
+    const run = spawnSync("cargo", ["run", "--release", "--quiet", ...args], {
+        cwd: ROOT, encoding: "utf8", maxBuffer: 64 << 20,
+    });
+    if (run.error) {
+        throw run.error;
+    }
+    if (run.status !== 0 && !allowFailure) {
+        throw new Error(`cargo ${args.join(" ")} failed (${run.status}):\n${run.stderr}`);
+    }
+    return run;
+}
+
+function nativeStage(stage, seed) {
+    return cargo(["--example", stage, ...(seed ? ["--", "--seed", seed] : [])]).stdout;
+}
+
+/** The file `s5_gpt --max-steps N --loss-csv F` writes, with these extra flags. */
+function nativeLosses(steps, flags) {
+    const dir = mkdtempSync(join(tmpdir(), "play-losses-"));
+    const file = join(dir, "loss.csv");
+    try {
+        cargo(["--example", "s5_gpt", "--", "--max-steps", String(steps), "--loss-csv", file, "--data", CORPUS,
+            "--no-download", "--quiet", "--log-every", "0", "--sample-len", "1", ...flags]);
+        return readFileSync(file, "utf8");
+    } finally {
+        rmSync(dir, { recursive: true, force: true });
+    }
+}
+
+/** The first line of what a failing command prints on stderr, without its "error: ". */
+function nativeError(args) {
+    const run = cargo(args, true);
+    if (run.status === 0) {
+        throw new Error(`expected cargo ${args.join(" ")} to fail`);
+    }
+    return run.stderr.split("\n").find((l) => l.trim()).replace(/^error: /, "");
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The loopback server.
+
+const TYPES = {
+    ".html": "text/html; charset=utf-8", ".js": "text/javascript", ".mjs": "text/javascript",
+    ".css": "text/css", ".wasm": "application/wasm", ".json": "application/json", ".svg": "image/svg+xml",
+    ".png": "image/png", ".woff2": "font/woff2", ".woff": "font/woff", ".ttf": "font/ttf",
+    ".txt": "text/plain; charset=utf-8", ".ico": "image/x-icon",
+};
+
+function serve(root) {
+    const served = [];
+    const server = createServer((req, res) => {
+        let path = decodeURIComponent(new URL(req.url, "http://x").pathname);
+        served.push(path);
+        // /no-wasm/… is the book as built without a WebAssembly toolchain: no play/pkg/.
+        if (path.startsWith("/no-wasm/")) {
+            path = path.slice("/no-wasm".length);
+            if (path.includes("/play/pkg/")) {
+                res.writeHead(404).end("not found");
+                return;
+            }
+        }
+        let file = normalize(join(root, path));
+        if (!file.startsWith(root)) {
+            res.writeHead(403).end();
+            return;
+        }
+        if (existsSync(file) && statSync(file).isDirectory()) {
+            file = join(file, "index.html");
+        }
+        if (!existsSync(file)) {
+            res.writeHead(404).end("not found");
+            return;
+        }
+        res.writeHead(200, { "Content-Type": TYPES[extname(file)] || "application/octet-stream" });
+        createReadStream(file).pipe(res);
+    });
+    return new Promise((done) => server.listen(0, "127.0.0.1", () => done({ server, served })));
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The browser.
+
+async function openBrowser(origin) {
+    const browser = await chromium.launch({
+        executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+        args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync",
+            // Any name but the loopback address resolves to nothing, so a stray request fails.
+            "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"],
+    });
+    const context = await browser.newContext();
+    const requests = [];
+    context.on("request", (request) => requests.push(request.url()));
+    return { browser, context, requests, origin };
+}
+
+/** Opens a page and waits until the panel matched by `selector` has finished (done, error, …). */
+async function openPanel(b, path, selector) {
+    const page = await b.context.newPage();
+    const errors = [];
+    page.on("pageerror", (e) => errors.push(String(e)));
+    page.on("console", (m) => m.type() === "error" && errors.push(m.text()));
+    await page.goto(b.origin + path);
+    await page.waitForSelector(`${selector}[data-state="done"], ${selector}[data-state="error"], ` +
+        `${selector}[data-state="unavailable"], ${selector}[data-state="paused"]`, { timeout: TIMEOUT });
+    const state = await page.getAttribute(selector, "data-state");
+    const message = await page.textContent(`${selector} .play-message`);
+    return { page, state, message, errors };
+}
+
+async function stageChecks(b) {
+    console.log("stages 1-4: the panel prints what the example prints");
+    const natives = {};
+    for (const stage of STAGES) {
+        natives[stage] = {};
+        for (const seed of SEEDS) {
+            natives[stage][seed] = nativeStage(stage, seed);
+        }
+    }
+    for (const edition of EDITIONS) {
+        for (const stage of STAGES) {
+            for (const seed of SEEDS) {
+                const query = seed ? `?seed=${encodeURIComponent(seed)}&run` : "?run";
+                const { page, state, message, errors } = await openPanel(b, `/${edition}${stage}.html${query}`,
+                    ".play-panel[data-play=stage]");
+                const got = await page.textContent("pre.play-output");
+                const want = natives[stage][seed];
+                check(state === "done" && got === want && errors.length === 0,
+                    `${edition || "en/"}${stage} seed ${seed || "(the book's)"}: ${want.length} bytes equal`,
+                    state !== "done" ? `state ${state}: ${message} ${errors.join(" ")}` :
+                        got !== want ? firstDifference(got, want) : errors.join("\n"));
+                const maps = await page.locator(".play-heatmaps svg").count();
+                if (!seed && stage !== "s2_trainable") { // the book draws no heat map of stage 2
+                    check(maps > 0, `${edition || "en/"}${stage}: ${maps} heat map(s) drawn`);
+                }
+                await page.close();
+            }
+        }
+    }
+}
+
+async function trainChecks(b) {
+    console.log("stage 5: the panel's losses are the native --loss-csv");
+    const runs = [
+        ["", 100, []],
+        ["", 100, ["--heads", "4", "--residual", "--layer-norm", "--dropout", "0.1"]],
+        ["", 100, ["--qkv", "--mask-value", "0"]],
+        ["zh-CN/", 100, []],
+        ["", 300, []],
+    ];
+    for (const [edition, steps, flags] of runs) {
+        const params = [`train=${steps}`];
+        for (let i = 0; i < flags.length; i++) {
+            const name = flags[i].slice(2);
+            const value = flags[i + 1] !== undefined && !flags[i + 1].startsWith("--") ? flags[++i] : null;
+            params.push(value === null ? name : `${name}=${encodeURIComponent(value)}`);
+        }
+        const want = nativeLosses(steps, flags);
+        const start = Date.now();
+        const { page, state, message, errors } = await openPanel(b, `/${edition}s5_gpt.html?${params.join("&")}`,
+            ".play-panel[data-play=train]");
+        const seconds = (Date.now() - start) / 1000;
+        const got = await page.textContent("pre.play-losses");
+        const rate = await page.getAttribute(".play-panel[data-play=train]", "data-steps-per-second");
+        check(state === "done" && got === want && errors.length === 0,
+            `${edition || "en/"}s5_gpt?${params.join("&")}: ${steps} loss lines equal (${rate} steps/s in the ` +
+            `panel, ${seconds.toFixed(1)} s for the page)`,
+            state !== "done" ? `state ${state}: ${message} ${errors.join(" ")}` :
+                got !== want ? firstDifference(got, want) : errors.join("\n"));
+        if (steps >= 200) {
+            // The sample after step 200 is the one `s5_gpt --max-steps 200` prints after its test loss.
+            const samples = await page.$$eval(".play-sample-text", (pres) => pres.map((p) => p.textContent));
+            const shown = samples[samples.length - 1] || "";
+            const length = [...shown].length - "ROMEO:".length;
+            const chapter = cargo(["--example", "s5_gpt", "--", "--max-steps", "200", "--sample-len", String(length),
+                "--data", CORPUS, "--no-download", "--quiet", "--log-every", "0", ...flags]).stdout;
+            const want = chapter.slice(chapter.indexOf("\n\n", chapter.lastIndexOf("\nloss: ")) + 2).replace(/\n$/, "");
+            check(samples.length === Math.floor(steps / 200) && shown === want,
+                `${samples.length} sample(s) shown along the way; the one after step 200 is the chapter's ` +
+                `sample after --max-steps 200 (${length} characters)`, firstDifference(shown, want));
+        }
+        await page.close();
+    }
+}
+
+/** Start, Pause and Go on by hand, and the two mask values side by side: the same losses still. */
+async function trainByHandChecks(b) {
+    console.log("stage 5 by hand: pausing changes nothing; -1e9 and 0 side by side");
+    const panel = ".play-panel[data-play=train]";
+    const page = await b.context.newPage();
+    await page.goto(b.origin + "/s5_gpt.html");
+    await page.waitForSelector(`${panel}[data-state=idle]`);
+    await page.fill(`${panel} .play-steps`, "100");
+    await page.click(`${panel} .play-start`);
+    await page.waitForFunction((p) => Number(document.querySelector(p).dataset.steps || 0) >= 20, panel,
+        { timeout: TIMEOUT });
+    await page.click(`${panel} .play-start`); // now it says Pause
+    await page.waitForSelector(`${panel}[data-state=paused]`, { timeout: TIMEOUT });
+    const pausedAt = Number(await page.getAttribute(panel, "data-steps"));
+    await page.click(`${panel} .play-start`); // Go on
+    await page.waitForSelector(`${panel}[data-state=done]`, { timeout: TIMEOUT });
+    const got = await page.textContent(`${panel} pre.play-losses`);
+    const want = nativeLosses(100, []);
+    check(got === want && pausedAt < 100, `paused at step ${pausedAt}, went on to 100: the same losses`,
+        got !== want ? firstDifference(got, want) : `paused at ${pausedAt}`);
+
+    await page.fill(`${panel} .play-steps`, "60");
+    await page.selectOption(`${panel} .play-mask`, "both");
+    await page.click(`${panel} .play-start`);
+    await page.waitForSelector(`${panel}[data-state=done]`, { timeout: TIMEOUT });
+    const both = await page.$$eval(`${panel} pre.play-losses`, (pres) => pres.map((p) => p.textContent));
+    const wantBoth = [nativeLosses(60, []), nativeLosses(60, ["--mask-value", "0"])];
+    check(both.length === 2 && both[0] === wantBoth[0] && both[1] === wantBoth[1],
+        `-1e9 and 0 side by side, 60 steps each: both equal the native runs`,
+        both.length !== 2 ? `${both.length} loss blocks` : [0, 1].filter((k) => both[k] !== wantBoth[k])
+            .map((k) => firstDifference(both[k], wantBoth[k])).join("\n"));
+    await page.close();
+}
+
+async function generateChecks(b) {
+    console.log("stage 5: generation from the checkpoint equals s5_gpt generate");
+    const cases = [
+        { prompt: "ROMEO:", temperature: "1", topK: "", seed: "42", len: "200" },
+        { prompt: "JULIET:", temperature: "0.8", topK: "10", seed: "7", len: "300" },
+    ];
+    for (const [k, c] of cases.entries()) {
+        const flags = ["--checkpoint", CHECKPOINT, "--prompt", c.prompt, "--temperature", c.temperature,
+            "--seed", c.seed, "--sample-len", c.len, ...(c.topK ? ["--top-k", c.topK] : [])];
+        const want = cargo(["--example", "s5_gpt", "--", "generate", ...flags]).stdout;
+        const query = `?prompt=${encodeURIComponent(c.prompt)}&temperature=${c.temperature}` +
+            `${c.topK ? "&top-k=" + c.topK : ""}&sample-seed=${c.seed}&sample-len=${c.len}`;
+        const edition = EDITIONS[k % EDITIONS.length];
+        const { page, state, message, errors } = await openPanel(b, `/${edition}s5_gpt.html${query}`,
+            ".play-panel[data-play=sample]");
+        const got = await page.textContent("pre.play-generated");
+        check(state === "done" && got === want && errors.length === 0,
+            `${edition || "en/"}s5_gpt${query}: ${want.length} bytes equal`,
+            state !== "done" ? `state ${state}: ${message} ${errors.join(" ")}` :
+                got !== want ? firstDifference(got, want) : errors.join("\n"));
+        const maps = await page.locator(".play-attention svg").count();
+        check(maps > 0, `${maps} attention map(s) of the prompt drawn`);
+        await page.close();
+    }
+}
+
+async function badInputChecks(b) {
+    console.log("bad input: the command line's one-line message, in the panel");
+    const cases = [
+        {
+            what: "a seed out of range",
+            path: "/s2_trainable.html?seed=18446744073709551616&run",
+            panel: ".play-panel[data-play=stage]",
+            native: ["--example", "s2_trainable", "--", "--seed", "18446744073709551616"],
+        },
+        {
+            what: "heads that do not divide the width (stage 4)",
+            path: "/zh-CN/s4_multihead.html?heads=3&run",
+            panel: ".play-panel[data-play=stage]",
+        },
+        {
+            what: "heads that do not divide the width (stage 5)",
+            path: "/s5_gpt.html?train=10&heads=5",
+            panel: ".play-panel[data-play=train]",
+            native: ["--example", "s5_gpt", "--", "--heads", "5", "--max-steps", "1", "--data", CORPUS,
+                "--no-download"],
+        },
+        {
+            what: "a prompt character outside the vocabulary",
+            path: "/s5_gpt.html?prompt=" + encodeURIComponent("ROMEO€") + "&sample-len=10",
+            panel: ".play-panel[data-play=sample]",
+            native: ["--example", "s5_gpt", "--", "generate", "--checkpoint", CHECKPOINT, "--prompt", "ROMEO€",
+                "--sample-len", "10"],
+        },
+    ];
+    for (const c of cases) {
+        const { page, state, message, errors } = await openPanel(b, c.path, c.panel);
+        const line = (message || "").trim();
+        const want = c.native ? nativeError(c.native) : null;
+        const same = want === null || line === want || line === "error: " + want;
+        check(state === "error" && line && !line.includes("\n") && same && errors.length === 0,
+            `${c.what}: "${line}"`, `state ${state}; native "${want}"; ${errors.join(" ")}`);
+        await page.close();
+    }
+}
+
+/** The panels' labels (book/theme/play-labels.js): the same keys in both languages, none left empty. */
+function labels() {
+    const text = readFileSync(join(ROOT, "book", "theme", "play-labels.js"), "utf8");
+    return JSON.parse(text.slice(text.indexOf("=") + 1, text.lastIndexOf(";")));
+}
+
+async function labelChecks(b) {
+    console.log("the panels' labels, in each edition's language");
+    const all = labels();
+    const en = Object.keys(all.en).sort();
+    const zh = Object.keys(all["zh-CN"]).sort();
+    check(JSON.stringify(en) === JSON.stringify(zh) && en.every((k) => all.en[k] && all["zh-CN"][k]),
+        `play-labels.js: ${en.length} labels in English and ${zh.length} in Chinese, the same keys`,
+        `only English: ${en.filter((k) => !zh.includes(k))}; only Chinese: ${zh.filter((k) => !en.includes(k))}`);
+    for (const [edition, lang] of [["", "en"], ["zh-CN/", "zh-CN"]]) {
+        const page = await b.context.newPage();
+        await page.goto(`${b.origin}/${edition}s5_gpt.html`);
+        await page.waitForSelector(".play-panel[data-play=sample][data-state=idle]");
+        const shown = [
+            [await page.textContent(".play-panel[data-play=train] .play-start"), all[lang].start],
+            [await page.textContent(".play-panel[data-play=sample] .play-generate"), all[lang].generate],
+        ];
+        check(shown.every(([got, want]) => got === want), `${edition || "en/"}s5_gpt: the buttons say ` +
+            shown.map(([got]) => JSON.stringify(got)).join(" and "));
+        await page.close();
+    }
+}
+
+async function fmaCheck(b) {
+    console.log("the page's fused product kernel against a correctly rounded fmaf");
+    const page = await b.context.newPage();
+    await page.goto(b.origin + "/s5_gpt.html");
+    await page.waitForFunction(() => window.attentionPlay);
+    const mismatches = await page.evaluate(() => window.attentionPlay.call("fma_self_check", 1000000, 1));
+    check(mismatches === 0, `fma_self_check(1000000, 1) = ${mismatches}`);
+    await page.close();
+}
+
+async function fileChecks(b) {
+    console.log("without the WebAssembly, or opened from disk, a panel says what to do");
+    for (const edition of EDITIONS) {
+        const { page, state, message } = await openPanel(b, `/no-wasm/${edition}s3_causal.html?run`,
+            ".play-panel[data-play=stage]");
+        const text = (message || "").trim();
+        check(state === "unavailable" && text.includes("rustup target add wasm32-unknown-unknown") &&
+            !text.includes("\n"), `${edition || "en/"}s3_causal.html built without wasm says "${text}"`);
+        await page.close();
+    }
+    for (const edition of EDITIONS) {
+        const local = await b.context.newPage();
+        await local.goto("file://" + join(BOOK, edition, "s2_trainable.html"));
+        await local.waitForSelector(".play-panel[data-state=unavailable]", { timeout: 30000 });
+        const text = (await local.textContent(".play-panel .play-message")).trim();
+        check(text.includes("mdbook serve book") && !text.includes("\n"),
+            `${edition || "en/"}s2_trainable.html from file:// says "${text}"`);
+        await local.close();
+    }
+}
+
+/** Trains `steps` steps of the tutorial's model `runs` times; prints each run's rate and the median. */
+async function speed(b, runs, steps) {
+    console.log(`training speed at the tutorial's size: ${runs} runs of ${steps} steps in headless Chromium`);
+    const rates = [];
+    const walls = [];
+    for (let i = 0; i < runs; i++) {
+        const page = await b.context.newPage();
+        await page.goto(b.origin + "/s5_gpt.html");
+        await page.waitForSelector(".play-panel[data-play=train][data-state=idle]");
+        await page.fill(".play-panel[data-play=train] .play-steps", String(steps));
+        // Timed from the click to the last step: loading the wasm and the corpus counts, too.
+        const start = Date.now();
+        await page.click(".play-panel[data-play=train] .play-start");
+        await page.waitForSelector(".play-panel[data-play=train][data-state=done]", { timeout: TIMEOUT });
+        const wall = (Date.now() - start) / 1000;
+        const rate = Number(await page.getAttribute(".play-panel[data-play=train]", "data-steps-per-second"));
+        rates.push(rate);
+        walls.push(steps / wall);
+        console.log(`  run ${i + 1}: ${rate.toFixed(1)} steps/s inside Trainer.run, ${(steps / wall).toFixed(1)} ` +
+            `steps/s from the click to the last step (${wall.toFixed(1)} s)`);
+        await page.close();
+    }
+    const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+    console.log(`  median: ${median(rates).toFixed(1)} steps/s inside Trainer.run, ${median(walls).toFixed(1)} ` +
+        `steps/s from the click`);
+}
+
+async function main() {
+    const args = process.argv.slice(2);
+    const speedRuns = args[0] === "--speed" ? Number(args[1] || 5) : 0;
+    const only = args[0] === "--only" ? args.slice(1) : [];
+    for (const needed of [join(BOOK, "play", "pkg"), CHECKPOINT, CORPUS, join(BOOK, "zh-CN", "s1_simple.html")]) {
+        if (!existsSync(needed)) {
+            console.error(`error: ${needed} is missing; build the book with its panels first: bash book/build.sh`);
+            process.exit(1);
+        }
+    }
+    const { server, served } = await serve(BOOK);
+    const origin = `http://127.0.0.1:${server.address().port}`;
+    const b = await openBrowser(origin);
+    try {
+        if (speedRuns) {
+            await speed(b, speedRuns, 1000);
+            return;
+        }
+        // A group that throws (a native run that fails, a page that never finishes) fails alone.
+        const groups = {
+            stages: () => stageChecks(b),
+            train: () => trainChecks(b),
+            "train-by-hand": () => trainByHandChecks(b),
+            generate: () => generateChecks(b),
+            "bad-input": () => badInputChecks(b),
+            labels: () => labelChecks(b),
+            fma: () => fmaCheck(b),
+            file: () => fileChecks(b),
+            speed: () => speed(b, 1, 300),
+        };
+        for (const [name, group] of Object.entries(groups)) {
+            if (only.length && !only.includes(name)) {
+                continue;
+            }
+            try {
+                await group();
+            } catch (e) {
+                check(false, `the group "${name}" stopped`, e && e.stack ? e.stack : String(e));
+            }
+        }
+        // The workers' own requests (the wasm, the corpus, the checkpoint) are among those recorded.
+        const seen = ["play/pkg/attention_play_bg.wasm", "play/data/tinyshakespeare.txt",
+            "play/data/checkpoint/model.safetensors"].filter((path) => b.requests.some((url) => url.endsWith(path)));
+        if (!only.length) {
+            check(seen.length === 3, `the workers' requests are recorded too: ${seen.join(", ")}`);
+        }
+        const outside = b.requests.filter((url) => !url.startsWith(origin + "/") && !url.startsWith("file://"));
+        check(outside.length === 0, `${b.requests.length} requests, none beyond ${origin} and the file:// pages (the server answered ` +
+            `${served.length})`, outside.slice(0, 10).join("\n"));
+    } finally {
+        await b.browser.close();
+        server.close();
+    }
+    if (!speedRuns) {
+        console.log(`${checks - failures} of ${checks} browser checks passed`);
+        if (failures) {
+            process.exit(1);
+        }
+    }
+}
+
+main().catch((e) => {
+    console.error("error: " + (e && e.stack ? e.stack : e));
+    process.exit(1);
+});
