@@ -3,14 +3,15 @@
 //!
 //! | module | what it adds | why the bits stay the same |
 //! |---|---|---|
-//! | [`kernels`] | packed, tiled matrix products; AVX2 and FMA loops | each output still adds its terms in the lesson's order, each with one fused multiply-add |
+//! | [`kernels`] | matrix products in 6×16 tiles over blocks of k, B packed panel by panel; AVX2 and FMA loops | each output still adds its terms in the lesson's order, each with one fused multiply-add |
+//! | [`layers`] | scale, mask, heads, transpose, dropout and LayerNorm on the threads | each band runs the lesson's operations on whole rows, matrices or columns |
 //! | [`team`] | the calling thread plus spinning helpers | work is split only along independent outputs, never inside a sum |
 //! | [`pool`] | buffers reused from step to step | every buffer is overwritten in full before it is read |
 //! | [`timers`] | time per op, for `--bench` | timing reads the clock, not the numbers |
 //!
-//! Only the ops where time goes (products, softmax, GELU, the loss, clipping and AdamW) have code
-//! of their own here; the others run the lesson's functions. `tests/s5_layers.rs` checks every op,
-//! forward and backward, and whole training runs against the lesson.
+//! The embeddings, the residual additions and the loss's backward pass, where little time goes,
+//! run the lesson's functions. `tests/s5_layers.rs` checks every op, forward and backward, and
+//! whole training runs against the lesson.
 
 pub mod kernels;
 pub mod layers;
