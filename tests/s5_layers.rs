@@ -100,6 +100,12 @@ fn embedding_add_transpose_and_scale_agree() {
             &[tensor(&[b, t, c], seed), tensor(&[t, c], seed + 50)],
             add,
         );
+        // A residual connection: the same shapes, with zeros of both signs.
+        let mut h = tensor(&[b, t, c], seed + 51);
+        for (i, v) in h.data.iter_mut().enumerate().step_by(3) {
+            *v = [0.0, -0.0][i % 2];
+        }
+        agree("residual add", &[tensor(&[b, t, c], seed), h], add);
         agree("transpose", &[tensor(&[b, t, c], seed)], |tape, x| {
             tape.transpose(x[0])
         });

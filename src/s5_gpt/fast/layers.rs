@@ -8,7 +8,7 @@
 
 use super::kernels::vectorised;
 use super::team;
-use crate::s5_gpt::ops::{self, pairwise_sum};
+use crate::s5_gpt::ops::{self, pairwise_sum_by};
 
 /// Below this many values an op runs on the calling thread: waking a helper costs more.
 const PARALLEL_MIN_VALUES: usize = 1 << 14;
@@ -47,11 +47,16 @@ pub fn scale(out: &mut [f32], x: &[f32], s: f32) {
 /// time, copying only what is kept.
 pub fn tril(out: &mut [f32], x: &[f32], t: usize, value: f32) {
     in_bands(out, x, t * t, |out, x| {
-        for (r, (out, x)) in out.chunks_exact_mut(t).zip(x.chunks_exact(t)).enumerate() {
-            let i = r % t; // the row within its matrix
-            out[..=i].copy_from_slice(&x[..=i]);
-            out[i + 1..].fill(value);
-        }
+        vectorised(
+            #[inline(always)]
+            || {
+                for (r, (out, x)) in out.chunks_exact_mut(t).zip(x.chunks_exact(t)).enumerate() {
+                    let i = r % t; // the row within its matrix
+                    copy(&mut out[..=i], &x[..=i]);
+                    out[i + 1..].iter_mut().for_each(|o| *o = value);
+                }
+            },
+        )
     });
 }
 
@@ -75,11 +80,51 @@ pub fn softmax_backward(d_x: &mut [f32], d_out: &[f32], s: &[f32], width: usize)
                     s_g.iter_mut()
                         .zip(s.iter().zip(g))
                         .for_each(|(p, (s, g))| *p = s * g);
-                    let sum = pairwise_sum(&s_g);
+                    let sum = pairwise_sum_by(&s_g, |v| v);
                     d_x.iter_mut()
                         .zip(s.iter().zip(g))
                         .for_each(|(d, (s, g))| *d = s * (g - sum));
                 }
+            },
+        )
+    });
+}
+
+/// The lesson's `a + b`, `b` repeated over the leading axes of `a`, a band of whole repeats at a
+/// time.
+pub fn add(out: &mut [f32], a: &[f32], b: &[f32]) {
+    if a.len() != b.len() {
+        return in_bands(out, a, b.len(), |out, a| {
+            vectorised(
+                #[inline(always)]
+                || ops::add_forward(out, a, b),
+            )
+        });
+    }
+    // A residual connection: the same shapes, so bands of elements.
+    let band = per_band(a.len().div_ceil(64), 64) * 64;
+    let bands = out.chunks_mut(band).zip(a.chunks(band));
+    team::for_each(bands.zip(b.chunks(band)), |((out, a), b)| {
+        vectorised(
+            #[inline(always)]
+            || ops::add_forward(out, a, b),
+        )
+    });
+}
+
+/// The lesson's `add` backward: `a` takes `d_out` as it is, `b` the sum of `d_out` over the leading
+/// axes in order. When `b` has `a`'s shape that sum has one term, `0 + g`, computed as the lesson
+/// does (it turns −0 into +0), and both halves go to the threads in one fork.
+pub fn add_backward(d_a: &mut [f32], d_b: &mut [f32], d_out: &[f32]) {
+    if d_b.len() != d_out.len() {
+        return ops::add_backward(d_a, d_b, d_out);
+    }
+    team::for_each([(d_a, false), (d_b, true)], |(d, summed)| {
+        vectorised(
+            #[inline(always)]
+            || match summed {
+                false => copy(d, d_out),
+                true => d.iter_mut().zip(d_out).for_each(|(d, &g)| *d = 0.0 + g),
             },
         )
     });
@@ -95,32 +140,42 @@ pub fn transpose(out: &mut [f32], x: &[f32], (rows, cols): (usize, usize)) {
 /// Stage 4's `split_heads`, (B, T, H·D) → (B, H, T, D), one batch item per band at most.
 pub fn split_heads(out: &mut [f32], x: &[f32], (t, h, d): (usize, usize, usize)) {
     in_bands(out, x, t * h * d, |out, x| {
-        for (out, x) in out
-            .chunks_exact_mut(t * h * d)
-            .zip(x.chunks_exact(t * h * d))
-        {
-            for (i, token) in x.chunks_exact(h * d).enumerate() {
-                for (head, part) in token.chunks_exact(d).enumerate() {
-                    copy(&mut out[(head * t + i) * d..][..d], part); // out[head][i] = x[i][head]
+        vectorised(
+            #[inline(always)]
+            || {
+                let items = out
+                    .chunks_exact_mut(t * h * d)
+                    .zip(x.chunks_exact(t * h * d));
+                for (out, x) in items {
+                    for (i, token) in x.chunks_exact(h * d).enumerate() {
+                        for (head, part) in token.chunks_exact(d).enumerate() {
+                            copy(&mut out[(head * t + i) * d..][..d], part); // out[head][i] = x[i][head]
+                        }
+                    }
                 }
-            }
-        }
+            },
+        )
     });
 }
 
 /// Stage 4's `merge_heads`, (B, H, T, D) → (B, T, H·D), one batch item per band at most.
 pub fn merge_heads(out: &mut [f32], x: &[f32], (t, h, d): (usize, usize, usize)) {
     in_bands(out, x, t * h * d, |out, x| {
-        for (out, x) in out
-            .chunks_exact_mut(t * h * d)
-            .zip(x.chunks_exact(t * h * d))
-        {
-            for (head, rows) in x.chunks_exact(t * d).enumerate() {
-                for (i, part) in rows.chunks_exact(d).enumerate() {
-                    copy(&mut out[(i * h + head) * d..][..d], part); // out[i][head] = x[head][i]
+        vectorised(
+            #[inline(always)]
+            || {
+                let items = out
+                    .chunks_exact_mut(t * h * d)
+                    .zip(x.chunks_exact(t * h * d));
+                for (out, x) in items {
+                    for (head, rows) in x.chunks_exact(t * d).enumerate() {
+                        for (i, part) in rows.chunks_exact(d).enumerate() {
+                            copy(&mut out[(i * h + head) * d..][..d], part); // out[i][head] = x[head][i]
+                        }
+                    }
                 }
-            }
-        }
+            },
+        )
     });
 }
 
@@ -142,7 +197,9 @@ pub fn dropout(out: &mut [f32], x: &[f32], mask: &[f32]) {
     });
 }
 
-/// The lesson's LayerNorm forward, a band of rows at a time.
+/// The lesson's LayerNorm forward, a band of rows at a time: μ, σ² and y = (x − μ)·(1/σ)·w + b
+/// with the lesson's operations in the lesson's order, 1/σ held in a register rather than read back
+/// from its slice for every value.
 pub fn layer_norm(
     y: &mut [f32],
     (mean, rstd): (&mut [f32], &mut [f32]),
@@ -155,7 +212,21 @@ pub fn layer_norm(
     let bands = y.chunks_mut(rows * c).zip(x.chunks(rows * c));
     let stats = mean.chunks_mut(rows).zip(rstd.chunks_mut(rows));
     team::for_each(bands.zip(stats), |((y, x), (mean, rstd))| {
-        ops::layer_norm_forward(y, (mean, rstd), x, w, b)
+        vectorised(
+            #[inline(always)]
+            || {
+                let rows = y.chunks_exact_mut(c).zip(x.chunks_exact(c));
+                for ((y, x), (mean, rstd)) in rows.zip(mean.iter_mut().zip(rstd.iter_mut())) {
+                    let mu = pairwise_sum_by(x, |v| v) / c as f32;
+                    let variance = pairwise_sum_by(x, |v| (v - mu) * (v - mu)) / c as f32;
+                    let r = 1.0 / (variance + ops::LAYER_NORM_EPS).sqrt();
+                    (*mean, *rstd) = (mu, r);
+                    for (((y, &x), w), b) in y.iter_mut().zip(x).zip(w).zip(b) {
+                        *y = (x - mu) * r * w + b;
+                    }
+                }
+            },
+        )
     });
 }
 
@@ -211,8 +282,8 @@ fn layer_norm_rows(d_x: &mut [f32], d_y: &[f32], x: &[f32], w: &[f32], stats: (&
                     g_x_hat[k] = g[k] * x_hat[k];
                 }
                 let (g_mean, g_x_hat_mean) = (
-                    pairwise_sum(&g) / c as f32,
-                    pairwise_sum(&g_x_hat) / c as f32,
+                    pairwise_sum_by(&g, |v| v) / c as f32,
+                    pairwise_sum_by(&g_x_hat, |v| v) / c as f32,
                 );
                 for ((d, &g), &x_hat) in d_x.iter_mut().zip(&g).zip(&x_hat) {
                     *d = (g - g_mean - x_hat * g_x_hat_mean) * rstd;

@@ -9,8 +9,8 @@
 //! | [`pool`] | buffers reused from step to step | every buffer is overwritten in full before it is read |
 //! | [`timers`] | time per op, for `--bench` | timing reads the clock, not the numbers |
 //!
-//! The embeddings, the residual additions and the loss's backward pass, where little time goes,
-//! run the lesson's functions. `tests/s5_layers.rs` checks every op, forward and backward, and
+//! The embeddings and the loss's backward pass, where little time goes, run the lesson's
+//! functions. `tests/s5_layers.rs` checks every op, forward and backward, and
 //! whole training runs against the lesson.
 
 pub mod kernels;
@@ -68,6 +68,7 @@ impl Backend for Fast {
                 let batch = a.matrices().0;
                 matmul_batched(o, (&a.data, false), (&b.data, false), batch, mkn(a, b));
             }
+            Op::Add { a, b } => layers::add(o, &v(a).data, &v(b).data),
             Op::Scale { x, s } => layers::scale(o, &v(x).data, *s),
             Op::Tril { x, value } => layers::tril(o, &v(x).data, v(x).last_dim(), *value),
             Op::Softmax { x } => softmax_rows(&v(x).data, o, v(x).last_dim()),
@@ -140,6 +141,7 @@ impl Backend for Fast {
                 );
                 kernels::run(pieces);
             }
+            (Op::Add { .. }, [d_a, d_b]) => layers::add_backward(d_a, d_b, d_out),
             (Op::Scale { s, .. }, [d_x]) => layers::scale(d_x, d_out, *s),
             (Op::Tril { x, .. }, [d_x]) => layers::tril_backward(d_x, d_out, v(x).last_dim()),
             (Op::Softmax { .. }, [d_x]) => {
