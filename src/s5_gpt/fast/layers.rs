@@ -15,8 +15,9 @@ const PARALLEL_MIN_VALUES: usize = 1 << 14;
 /// Bands per thread: a helper the machine runs late leaves fewer to the calling thread at the end.
 const BANDS_PER_THREAD: usize = 2;
 
-/// How many of `units` (rows, matrices, items) of `size` values each go into one band.
-fn per_band(units: usize, size: usize) -> usize {
+/// How many of `units` (rows, matrices, items) of `size` values each go into one band: all of them
+/// below [`PARALLEL_MIN_VALUES`], else [`BANDS_PER_THREAD`] bands per thread.
+pub fn per_band(units: usize, size: usize) -> usize {
     let threads = team::threads();
     if threads == 1 || units * size < PARALLEL_MIN_VALUES {
         return units.max(1);
@@ -276,10 +277,13 @@ fn layer_norm_rows(d_x: &mut [f32], d_y: &[f32], x: &[f32], w: &[f32], stats: (&
             let rows = d_x.chunks_exact_mut(c).zip(d_y.chunks_exact(c));
             let rows = rows.zip(x.chunks_exact(c)).zip(stats.0.iter().zip(stats.1));
             for (((d_x, d_y), x), (&mean, &rstd)) in rows {
-                for k in 0..c {
-                    x_hat[k] = (x[k] - mean) * rstd;
-                    g[k] = d_y[k] * w[k];
-                    g_x_hat[k] = g[k] * x_hat[k];
+                let scratch = x_hat.iter_mut().zip(g.iter_mut()).zip(g_x_hat.iter_mut());
+                for (((x_hat, g), g_x_hat), ((&x, &d_y), &w)) in
+                    scratch.zip(x.iter().zip(d_y).zip(w))
+                {
+                    *x_hat = (x - mean) * rstd;
+                    *g = d_y * w;
+                    *g_x_hat = *g * *x_hat;
                 }
                 let (g_mean, g_x_hat_mean) = (
                     pairwise_sum_by(&g, |v| v) / c as f32,
@@ -294,7 +298,8 @@ fn layer_norm_rows(d_x: &mut [f32], d_y: &[f32], x: &[f32], w: &[f32], stats: (&
 }
 
 /// d_w = Σ over rows of d_y·x̂ and d_b = Σ over rows of d_y, in row order, for the columns from
-/// `j0`; x̂ is recomputed with the lesson's operations, so it has the same bits.
+/// `j0`; x̂ is recomputed with the lesson's operations, so it has the same bits. Sixteen columns at a
+/// time go down all the rows with their running sums in registers.
 fn layer_norm_columns(
     (d_w, d_b): (&mut [f32], &mut [f32]),
     j0: usize,
@@ -303,20 +308,25 @@ fn layer_norm_columns(
     (mean, rstd): (&[f32], &[f32]),
     c: usize,
 ) {
-    let cols = d_w.len();
-    d_w.fill(0.0);
-    d_b.fill(0.0);
+    const W: usize = 16;
     vectorised(
         #[inline(always)]
         || {
-            let rows = d_y.chunks_exact(c).zip(x.chunks_exact(c));
-            for ((d_y, x), (&mean, &rstd)) in rows.zip(mean.iter().zip(rstd)) {
-                let (d_y, x) = (&d_y[j0..j0 + cols], &x[j0..j0 + cols]);
-                for k in 0..cols {
-                    let x_hat = (x[k] - mean) * rstd;
-                    d_w[k] += d_y[k] * x_hat;
-                    d_b[k] += d_y[k];
+            let chunks = d_w.chunks_mut(W).zip(d_b.chunks_mut(W));
+            for (q, (d_w, d_b)) in chunks.enumerate() {
+                let (mut sum_w, mut sum_b) = ([0.0f32; W], [0.0f32; W]);
+                let (j, width) = (j0 + q * W, d_w.len());
+                let rows = d_y.chunks_exact(c).zip(x.chunks_exact(c));
+                for ((d_y, x), (&mean, &rstd)) in rows.zip(mean.iter().zip(rstd)) {
+                    let sums = sum_w.iter_mut().zip(sum_b.iter_mut());
+                    for ((w, b), (&d_y, &x)) in sums.zip(d_y[j..j + width].iter().zip(&x[j..])) {
+                        let x_hat = (x - mean) * rstd;
+                        *w += d_y * x_hat;
+                        *b += d_y;
+                    }
                 }
+                d_w.copy_from_slice(&sum_w[..width]);
+                d_b.copy_from_slice(&sum_b[..width]);
             }
         },
     )

@@ -216,9 +216,10 @@ fn softmax_row(x: &[f32], out: &mut [f32]) {
     out.iter_mut().for_each(|o| *o /= sum);
 }
 
-/// [`softmax_row`] of every row of `x` (rows of `width`) into `out`, a band of rows per thread.
+/// [`softmax_row`] of every row of `x` (rows of `width`) into `out`, in bands of rows (two per
+/// thread, so that a helper the machine runs late leaves less to the calling thread at the end).
 fn softmax_rows(x: &[f32], out: &mut [f32], width: usize) {
-    let band = (x.len() / width).div_ceil(team::threads()) * width;
+    let band = layers::per_band(x.len() / width, width) * width;
     team::for_each(x.chunks(band).zip(out.chunks_mut(band)), |(x, out)| {
         vectorised(
             #[inline(always)]
@@ -247,9 +248,9 @@ impl Fast {
     }
 }
 
-/// Splits `len` elements into one block per thread, a multiple of 64 each.
+/// Splits `len` elements into blocks of a multiple of 64, two per thread.
 fn block_per_thread(len: usize) -> usize {
-    len.div_ceil(team::threads()).next_multiple_of(64).max(64)
+    layers::per_band(len.div_ceil(64), 64) * 64
 }
 
 /// The lesson's GELU forward, a block of elements per thread. Compiled for AVX2, the lesson's own
