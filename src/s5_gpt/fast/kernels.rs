@@ -150,7 +150,8 @@ pub fn matmul_pieces<'a>(
     if panels % threads == 0 || tiles < threads {
         // Bands of columns: each piece packs only the panels it multiplies.
         let per_piece = panels.div_ceil(count.min(panels).max(1)).max(1);
-        for p in (0..panels).step_by(per_piece) {
+        let starts: Vec<usize> = (0..panels).step_by(per_piece).collect();
+        for p in far_apart(&starts) {
             let panels = p..panels.min(p + per_piece);
             pieces.push(Box::new(move || product.piece(out, 0..m, panels)));
         }
@@ -162,6 +163,16 @@ pub fn matmul_pieces<'a>(
             pieces.push(Box::new(move || product.piece(out, rows, 0..panels)));
         }
     }
+}
+
+/// `bands` reordered as first half and second half in turn (0, 4, 1, 5, 2, 6, 3, 7 for eight), so
+/// that the threads, which take pieces in order, work on bands far apart. Side by side, two bands
+/// would share the cache line at their border in every row of C, and pass it from core to core at
+/// each store.
+fn far_apart(bands: &[usize]) -> impl Iterator<Item = usize> + '_ {
+    let (first, second) = bands.split_at(bands.len().div_ceil(2));
+    let pairs = first.iter().zip(second.iter().map(Some).chain([None]));
+    pairs.flat_map(|(&a, b)| std::iter::once(a).chain(b.copied()))
 }
 
 /// `batch` independent products `c[i] = a[i] · b[i]` (each as in [`matmul`], without bias), a band
