@@ -16,7 +16,7 @@ const PARALLEL_MIN_VALUES: usize = 1 << 14;
 const BANDS_PER_THREAD: usize = 2;
 
 /// How many of `units` (rows, matrices, items) of `size` values each go into one band: all of them
-/// below [`PARALLEL_MIN_VALUES`], else [`BANDS_PER_THREAD`] bands per thread.
+/// below 16,384 values in all, else two bands per thread.
 pub fn per_band(units: usize, size: usize) -> usize {
     let threads = team::threads();
     if threads == 1 || units * size < PARALLEL_MIN_VALUES {
