@@ -310,7 +310,7 @@ fn linear_backward(
 }
 
 /// Elements per piece of work when the threads share out AdamW's update.
-const BLOCK: usize = 2048;
+const BLOCK: usize = 8192;
 
 /// The lesson's AdamW update, in blocks of elements shared among the threads, each in AVX2 lanes.
 fn adamw_update(
