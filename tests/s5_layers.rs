@@ -100,6 +100,12 @@ fn embedding_add_transpose_and_scale_agree() {
             &[tensor(&[b, t, c], seed), tensor(&[t, c], seed + 50)],
             add,
         );
+        // A residual connection: the same shapes, with zeros of both signs.
+        let mut h = tensor(&[b, t, c], seed + 51);
+        for (i, v) in h.data.iter_mut().enumerate().step_by(3) {
+            *v = [0.0, -0.0][i % 2];
+        }
+        agree("residual add", &[tensor(&[b, t, c], seed), h], add);
         agree("transpose", &[tensor(&[b, t, c], seed)], |tape, x| {
             tape.transpose(x[0])
         });
@@ -462,6 +468,81 @@ fn the_lesson_imports_neither_the_fast_layer_nor_the_tool() {
         assert!(
             text.starts_with("//! Tool layer."),
             "{file} does not say which layer it is in"
+        );
+    }
+}
+
+/// nanoGPT's CPU configuration (B 12, T 64, C 128, 4 heads of D = 32): every op of one
+/// block at its real shapes, where the products block k, split their columns or rows among the
+/// threads and run the attention's 48 small products as one batch.
+#[test]
+fn nanogpt_shapes_agree() {
+    let (b, t, c, h) = (12, 64, 128, 4);
+    let x = tensor(&[b, t, c], 200);
+    for (n_in, n_out) in [(c, c), (c, 4 * c), (4 * c, c), (c, 65)] {
+        let x = tensor(&[b, t, n_in], 201);
+        let (w, bias) = (tensor(&[n_out, n_in], 202), tensor(&[n_out], 203));
+        agree("linear", &[x, w, bias], |tape, x| {
+            tape.linear(x[0], x[1], x[2])
+        });
+    }
+    let (w, bias) = (tensor(&[c], 204), tensor(&[c], 205));
+    agree("layer_norm", &[x.clone(), w, bias], |tape, x| {
+        tape.layer_norm(x[0], x[1], x[2])
+    });
+    agree("split_heads", std::slice::from_ref(&x), |tape, x| {
+        tape.split_heads(x[0], h)
+    });
+    let (q, k) = (
+        tensor(&[b, h, t, c / h], 206),
+        tensor(&[b, h, t, c / h], 207),
+    );
+    agree("merge_heads", std::slice::from_ref(&q), |tape, x| {
+        tape.merge_heads(x[0])
+    });
+    agree("attention's scores", &[q.clone(), k], |tape, x| {
+        let kt = tape.transpose(x[1]); // (B, H, D, T)
+        let scores = tape.matmul(x[0], kt); // (B, H, T, T)
+        let scores = tape.scale(scores, 0.176_776_7);
+        let masked = tape.tril(scores, MASK_VALUE);
+        tape.softmax(masked)
+    });
+    let weights = tensor(&[b, h, t, t], 208);
+    agree("weights·v, with dropout", &[weights, q], |tape, x| {
+        let weights = tape.dropout(x[0], 0.1, &mut NumpyRandom::seed(209));
+        tape.matmul(weights, x[1]) // (B, H, T, D)
+    });
+}
+
+/// Odd sizes through the attention's path: heads of odd width, one token, a batch of one.
+#[test]
+fn odd_attention_shapes_agree() {
+    for (k, [b, t, c, h]) in [
+        [1, 1, 3, 3],
+        [1, 7, 15, 5],
+        [3, 9, 21, 7],
+        [2, 33, 65, 13],
+        [5, 1, 8, 2],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let seed = 300 + 10 * k as u32;
+        let x = tensor(&[b, t, c], seed);
+        agree(
+            "heads, scores and context",
+            std::slice::from_ref(&x),
+            |tape, x| {
+                let heads = tape.split_heads(x[0], h); // (B, H, T, D)
+                let kt = tape.transpose(heads); // (B, H, D, T)
+                let scores = tape.matmul(heads, kt); // (B, H, T, T)
+                let scores = tape.scale(scores, 0.5);
+                let masked = tape.tril(scores, MASK_VALUE);
+                let weights = tape.softmax(masked);
+                let weights = tape.dropout(weights, 0.25, &mut NumpyRandom::seed(seed));
+                let context = tape.matmul(weights, heads); // (B, H, T, D)
+                tape.merge_heads(context) // (B, T, C)
+            },
         );
     }
 }

@@ -12,11 +12,27 @@ use std::time::{Duration, Instant};
 
 use super::config::{BENCH, Config};
 use crate::s5_gpt::error::GptError;
+use crate::s5_gpt::fast::kernels::{self, Strided};
 use crate::s5_gpt::fast::team;
 use crate::s5_gpt::fast::timers::{Clock, Timed};
 use crate::s5_gpt::model::GptConfig;
 use crate::s5_gpt::tape::Tape;
 use crate::s5_gpt::train::Trainer;
+
+/// The product kernel's best speed on one thread, in GFLOP/s: the fastest of ten runs of one
+/// n × n × n product. It is the limit a training step's products are measured against.
+pub fn product_peak(n: usize) -> f64 {
+    let a: Vec<f32> = (0..n * n).map(|i| (i % 7) as f32 * 0.25).collect();
+    let mut c = vec![0.0; n * n];
+    let once = |c: &mut [f32]| {
+        let started = Instant::now();
+        let (a, b) = (Strided::rows(&a, n), Strided::transposed(&a, n));
+        kernels::matmul(c, a, b, None, (n, n, n));
+        started.elapsed()
+    };
+    let best = (0..10).map(|_| once(&mut c)).min().expect("ten runs");
+    2.0 * (n * n * n) as f64 / best.as_secs_f64() / 1e9
+}
 
 /// Untimed steps before the timed ones: the buffers and caches settle.
 const WARMUP: usize = 20;

@@ -3,12 +3,17 @@
 //! The seed tutorial multiplies with `@` (OpenBLAS) and sums with `np.sum`. Neither order of
 //! additions is fixed across machines, so this module fixes its own:
 //!
-//! * [`matmul`] computes every `c[i][j]` as `((a[i][0]·b[0][j] + a[i][1]·b[1][j]) + …)`, k in
-//!   order, with a plain multiply and then an add. No fused multiply-add: Rust never contracts
-//!   `a * b + c` on its own, and the code never asks for it. The inner loop runs along `j`, so a
-//!   SIMD lane holds one output element and the order of its additions stays the same at any vector
-//!   width, with or without AVX2.
-//! * Threads split the *outputs* (rows of `c`), never a sum, so every thread count gives the same bits.
+//! * [`matmul`] computes every `c[i][j]` as `fma(a[i][k−1], b[k−1][j], … fma(a[i][1], b[1][j],
+//!   fma(a[i][0], b[0][j], 0)))`: k in order, each term added by one fused multiply-add, as the
+//!   lesson's `dot` does. The innermost loop runs along `j`, so a SIMD lane holds one output
+//!   element, and the order of its additions stays the same at any vector width, with or without
+//!   AVX2.
+//! * The product is blocked for the caches: k in blocks, taken in order, B packed one 16-wide
+//!   panel of a block at a time. Between two blocks an output's running sum waits in `c`, as the
+//!   float32 it is, and the next block goes on from it; so blocking changes where the sum is kept,
+//!   never what is added to it or in which order.
+//! * Threads split the *outputs* (bands of columns, bands of rows, or matrices of a batch), never a
+//!   sum, so every thread count gives the same bits.
 //! * Each product gives exactly the bits of the lesson's [`ops::matmul_forward`], which adds the same
 //!   terms in the same order; the tests compare the two.
 
@@ -16,15 +21,26 @@ use super::team;
 #[cfg(doc)]
 use crate::s5_gpt::ops;
 use std::cell::Cell;
+use std::marker::PhantomData;
+use std::ops::Range;
 use std::thread::LocalKey;
 
-/// Output columns per SIMD tile: two AVX registers of f32.
+/// Output columns per tile: two AVX registers of f32.
 const NR: usize = 16;
-/// Output rows per tile: 4×16 accumulators take 8 of the 16 AVX registers, and 4 divides every row
-/// count of the GPT (32, 64, 128, 256).
-const MR: usize = 4;
+/// Output rows per tile: 6×16 accumulators take 12 of the 16 AVX registers, which leaves two for a
+/// row of B and one for a value of A; twelve independent sums keep both FMA units busy.
+const MR: usize = 6;
+/// The longest block of k: a panel of B, KC × 16 values (16 KB), stays in the L1 cache while every
+/// tile of the piece's rows walks it.
+const KC: usize = 256;
+/// Values of A per block (384 KB): a block of A's rows stays in the L2 cache from one panel to
+/// the next.
+const A_BLOCK: usize = 96 * 1024;
 /// Below this many multiply-adds a product runs on the calling thread: waking a helper costs more.
 const PARALLEL_MIN_WORK: usize = 1 << 17;
+/// Pieces per thread in a shared product: a helper the machine runs late leaves fewer to the
+/// calling thread at the end.
+const PIECES_PER_THREAD: usize = 4;
 
 /// A read-only matrix seen through strides, so that a transpose costs nothing to pass in.
 #[derive(Clone, Copy, Debug)]
@@ -55,17 +71,17 @@ impl<'a> Strided<'a> {
         }
     }
 
-    fn offset(self, rows: usize) -> Self {
+    /// The matrix from row `i` and column `p` on.
+    fn offset(self, i: usize, p: usize) -> Self {
         Strided {
-            data: &self.data[rows * self.row_stride..],
+            data: &self.data[i * self.row_stride + p * self.col_stride..],
             ..self
         }
     }
 }
 
 thread_local! {
-    /// The calling thread's copy of B in column panels, kept from product to product so none
-    /// allocates.
+    /// The calling thread's panel of B, kept from product to product so none allocates.
     static PACKED_B: Cell<Vec<f32>> = const { Cell::new(Vec::new()) };
 }
 
@@ -81,45 +97,105 @@ fn with_buffer<R>(
     result
 }
 
+/// One independent piece of work for the training threads: a band of a product, or any other job
+/// that shares no output with the rest. Several products' pieces can go to the threads in one
+/// fork ([`run`]), so that one hand-off serves, say, both halves of a gradient.
+pub type Piece<'a> = Box<dyn FnOnce() + Send + 'a>;
+
+/// Runs `pieces`, each on whichever training thread takes it first, and returns when all are done.
+pub fn run(pieces: Vec<Piece>) {
+    team::for_each(pieces, |piece| piece());
+}
+
 /// `c (m×n) = a (m×k) · b (k×n)`, plus `bias` (n) on every row if given; `c` is row-major and
 /// overwritten.
 ///
-/// The bias is added after the whole sum, as `x @ W.T + b` does. Rows of `c` are shared out among
-/// the training threads (see [`super::team`]) when the product is large enough.
+/// The bias is added after the whole sum, as `x @ W.T + b` does. Bands of columns (or of rows,
+/// when the columns do not share out evenly) go to the training threads (see [`super::team`]) when
+/// the product is large enough; each band packs its own panels of B, so no thread waits for a copy.
 pub fn matmul(
     c: &mut [f32],
     a: Strided,
     b: Strided,
     bias: Option<&[f32]>,
+    mkn: (usize, usize, usize),
+) {
+    let mut pieces = Vec::new();
+    matmul_pieces(&mut pieces, c, a, b, bias, mkn);
+    run(pieces);
+}
+
+/// [`matmul`]'s pieces, added to `pieces` to run in a fork with others.
+pub fn matmul_pieces<'a>(
+    pieces: &mut Vec<Piece<'a>>,
+    c: &'a mut [f32],
+    a: Strided<'a>,
+    b: Strided<'a>,
+    bias: Option<&'a [f32]>,
     (m, k, n): (usize, usize, usize),
 ) {
     assert_eq!(c.len(), m * n, "matmul: c must hold m×n values");
     if let Some(bias) = bias {
         assert_eq!(bias.len(), n, "matmul: one bias per column");
     }
-    with_buffer(&PACKED_B, |packed| {
-        pack_b(packed, b, k, n);
-        let threads = team::threads();
-        if threads == 1 || m * k * n < PARALLEL_MIN_WORK || m <= MR {
-            return multiply_packed(c, a, packed, bias, k, n);
+    let product = Product { a, b, bias, k, n };
+    let out = Out::new(c, n);
+    let (tiles, panels) = (m.div_ceil(MR), n.div_ceil(NR));
+    let threads = match m * k * n {
+        work if work < PARALLEL_MIN_WORK => 1,
+        _ => team::threads(),
+    };
+    let per_thread = if threads == 1 { 1 } else { PIECES_PER_THREAD };
+    let count = threads * per_thread;
+    if panels % threads == 0 || tiles < threads {
+        // Bands of columns: each piece packs only the panels it multiplies.
+        let per_piece = panels.div_ceil(count.min(panels).max(1)).max(1);
+        let starts: Vec<usize> = (0..panels).step_by(per_piece).collect();
+        for p in far_apart(&starts) {
+            let panels = p..panels.min(p + per_piece);
+            pieces.push(Box::new(move || product.piece(out, 0..m, panels)));
         }
-        // One task per thread, each a band of whole MR-row tiles: one hand-off per product.
-        let rows_per_task = m.div_ceil(MR).div_ceil(threads) * MR;
-        let packed = &*packed;
-        let bands = c.chunks_mut(rows_per_task * n).enumerate();
-        team::for_each(bands, |(t, c)| {
-            multiply_packed(c, a.offset(t * rows_per_task), packed, bias, k, n)
-        });
-    });
+    } else {
+        // Bands of whole tiles of rows, each packing every panel.
+        let per_piece = tiles.div_ceil(count.min(tiles)) * MR;
+        for i in (0..m).step_by(per_piece) {
+            let rows = i..m.min(i + per_piece);
+            pieces.push(Box::new(move || product.piece(out, rows, 0..panels)));
+        }
+    }
+}
+
+/// `bands` reordered as first half and second half in turn (0, 4, 1, 5, 2, 6, 3, 7 for eight), so
+/// that the threads, which take pieces in order, work on bands far apart. Side by side, two bands
+/// would share the cache line at their border in every row of C, and pass it from core to core at
+/// each store.
+fn far_apart(bands: &[usize]) -> impl Iterator<Item = usize> + '_ {
+    let (first, second) = bands.split_at(bands.len().div_ceil(2));
+    let pairs = first.iter().zip(second.iter().map(Some).chain([None]));
+    pairs.flat_map(|(&a, b)| std::iter::once(a).chain(b.copied()))
 }
 
 /// `batch` independent products `c[i] = a[i] · b[i]` (each as in [`matmul`], without bias), a band
-/// of items per thread. `a` and `b` hold the matrices one after another, each row-major or
+/// of items per piece of work. `a` and `b` hold the matrices one after another, each row-major or
 /// transposed.
 pub fn matmul_batched(
     c: &mut [f32],
-    (a, a_transposed): (&[f32], bool),
-    (b, b_transposed): (&[f32], bool),
+    a: (&[f32], bool),
+    b: (&[f32], bool),
+    batch: usize,
+    mkn: (usize, usize, usize),
+) {
+    let mut pieces = Vec::new();
+    matmul_batched_pieces(&mut pieces, c, a, b, batch, mkn);
+    run(pieces);
+}
+
+/// [`matmul_batched`]'s pieces, added to `pieces` to run in a fork with others.
+pub fn matmul_batched_pieces<'a>(
+    pieces: &mut Vec<Piece<'a>>,
+    c: &'a mut [f32],
+    (a, a_transposed): (&'a [f32], bool),
+    (b, b_transposed): (&'a [f32], bool),
     batch: usize,
     (m, k, n): (usize, usize, usize),
 ) {
@@ -135,92 +211,235 @@ pub fn matmul_batched(
             Strided::rows(data, cols)
         }
     };
-    let item = |i: usize, c: &mut [f32]| {
-        let a_i = view(&a[i * m * k..(i + 1) * m * k], m, k, a_transposed);
-        let b_i = view(&b[i * k * n..(i + 1) * k * n], k, n, b_transposed);
-        with_buffer(&PACKED_B, |packed| {
-            pack_b(packed, b_i, k, n);
-            multiply_packed(c, a_i, packed, None, k, n);
-        });
+    let item = move |i: usize, c: &mut [f32]| {
+        let product = Product {
+            a: view(&a[i * m * k..(i + 1) * m * k], m, k, a_transposed),
+            b: view(&b[i * k * n..(i + 1) * k * n], k, n, b_transposed),
+            bias: None,
+            k,
+            n,
+        };
+        product.piece(Out::new(c, n), 0..m, 0..n.div_ceil(NR));
     };
     let threads = team::threads();
-    if threads == 1 || batch * m * k * n < PARALLEL_MIN_WORK {
-        c.chunks_mut(m * n)
-            .enumerate()
-            .for_each(|(i, c)| item(i, c));
-    } else {
-        let items_per_task = batch.div_ceil(threads);
-        let bands = c.chunks_mut(items_per_task * m * n).enumerate();
-        team::for_each(bands, |(t, c)| {
+    let items_per_piece = match batch * m * k * n {
+        work if threads == 1 || work < PARALLEL_MIN_WORK => batch.max(1),
+        _ => batch.div_ceil(threads * PIECES_PER_THREAD),
+    };
+    if m * n == 0 {
+        return;
+    }
+    for (t, c) in c.chunks_mut(items_per_piece * m * n).enumerate() {
+        pieces.push(Box::new(move || {
             for (i, c) in c.chunks_mut(m * n).enumerate() {
-                item(t * items_per_task + i, c);
+                item(t * items_per_piece + i, c);
             }
-        });
+        }));
     }
 }
 
-/// Copies B into column panels of NR, each k×NR and contiguous, the last one padded with zeros. The
-/// padding only fills SIMD lanes whose results are never stored.
-fn pack_b(packed: &mut Vec<f32>, b: Strided, k: usize, n: usize) {
-    // Every value is written below, so the buffer is only resized, never cleared first.
-    packed.resize(n.div_ceil(NR) * k * NR, 0.0);
-    for (panel, out) in packed.chunks_exact_mut(k * NR).enumerate() {
-        let j0 = panel * NR;
-        let width = NR.min(n - j0);
-        if width < NR {
-            out.fill(0.0);
+/// The operands of one product, shared by all its pieces.
+#[derive(Clone, Copy)]
+struct Product<'a> {
+    a: Strided<'a>,
+    b: Strided<'a>,
+    bias: Option<&'a [f32]>,
+    k: usize,
+    n: usize,
+}
+
+/// C as the pieces of one product see it: row-major, `ld` values per row. Pieces side by side
+/// share C's rows, so they write through a pointer, each to its own rectangle.
+#[derive(Clone, Copy)]
+struct Out<'a> {
+    ptr: *mut f32,
+    rows: usize,
+    ld: usize,
+    c: PhantomData<&'a mut [f32]>,
+}
+
+// SAFETY: `Out` is only handed to pieces that write disjoint rectangles of C (see `Out::row`),
+// and C outlives them (`team::for_each` returns only when every piece has finished).
+unsafe impl Send for Out<'_> {}
+unsafe impl Sync for Out<'_> {}
+
+impl<'a> Out<'a> {
+    fn new(c: &'a mut [f32], ld: usize) -> Self {
+        let rows = c.len().checked_div(ld).unwrap_or(0);
+        Out {
+            ptr: c.as_mut_ptr(),
+            rows,
+            ld,
+            c: PhantomData,
         }
-        if b.col_stride == 1 {
-            // Row-major: row p of the panel is a run of `width` values.
-            for (p, out) in out.chunks_exact_mut(NR).enumerate() {
-                let row = &b.data[p * b.row_stride + j0..];
-                let out: &mut [f32; NR] = out.try_into().unwrap();
-                match row.first_chunk::<NR>() {
-                    Some(row) if width == NR => *out = *row, // known size: no `memcpy` call
-                    _ => out[..width].copy_from_slice(&row[..width]),
+    }
+
+    /// c[i][j0..j0 + width].
+    ///
+    /// # Safety
+    /// No other live reference may overlap these elements: the pieces of a product cover disjoint
+    /// rows or columns, and a piece holds one row of a tile at a time.
+    #[inline(always)]
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn row(&self, i: usize, j0: usize, width: usize) -> &mut [f32] {
+        assert!(i < self.rows && j0 + width <= self.ld, "matmul: outside c");
+        // SAFETY: inside C (checked above); no overlap (the caller's promise).
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.add(i * self.ld + j0), width) }
+    }
+}
+
+impl Product<'_> {
+    /// Rows `rows` and panels `panels` of C, compiled for AVX2 and FMA when the CPU has them: for
+    /// each block of k in order, each panel is packed once and every tile of the rows walks it.
+    fn piece(&self, out: Out, rows: Range<usize>, panels: Range<usize>) {
+        with_buffer(&PACKED_B, |packed| {
+            vectorised(
+                #[inline(always)]
+                || self.blocks(out, rows, panels, packed),
+            )
+        })
+    }
+
+    /// [`Product::piece`]'s loops, as plain code (the tests run them without AVX2 too).
+    #[inline(always)]
+    fn blocks(&self, out: Out, rows: Range<usize>, panels: Range<usize>, packed: &mut Vec<f32>) {
+        let (k, n) = (self.k, self.n);
+        let kc = k_block(k, rows.len());
+        let mut p0 = 0;
+        loop {
+            let block = p0..k.min(p0 + kc);
+            for panel in panels.clone() {
+                let (j0, width) = (panel * NR, NR.min(n - panel * NR));
+                pack_panel(packed, self.b, block.clone(), j0, width);
+                let mut i0 = rows.start;
+                while i0 < rows.end {
+                    let (block, r) = (block.clone(), tile_rows(rows.end - i0));
+                    let at = Tile {
+                        i0,
+                        j0,
+                        width,
+                        block,
+                        k,
+                    };
+                    match r {
+                        MR => self.tile::<MR>(out, at, packed),
+                        5 => self.tile::<5>(out, at, packed),
+                        4 => self.tile::<4>(out, at, packed),
+                        3 => self.tile::<3>(out, at, packed),
+                        2 => self.tile::<2>(out, at, packed),
+                        _ => self.tile::<1>(out, at, packed),
+                    }
+                    i0 += r;
                 }
             }
-        } else {
-            // A transpose (row stride 1): column j is a run of k values from j·col_stride.
-            assert_eq!(
-                b.row_stride, 1,
-                "matmul: B must be row-major or a transpose"
-            );
-            for q in 0..width {
-                let column = &b.data[(j0 + q) * b.col_stride..][..k];
-                for (out, &v) in out.chunks_exact_mut(NR).zip(column) {
-                    out[q] = v;
+            p0 = block.end;
+            if p0 >= k {
+                break;
+            }
+        }
+    }
+
+    /// One tile over one block of k: the running sums from C (zero at the first block), the
+    /// block's terms added by [`multiply_add_terms`], the sums back to C (plus the bias after the
+    /// last block).
+    #[inline(always)]
+    fn tile<const R: usize>(&self, out: Out, at: Tile, panel: &[f32]) {
+        let Tile {
+            i0,
+            j0,
+            width,
+            block,
+            k,
+        } = at;
+        let mut acc = [[0.0f32; NR]; R];
+        if block.start > 0 {
+            for (r, acc_r) in acc.iter_mut().enumerate() {
+                // SAFETY: this piece's own rectangle, one row at a time.
+                let c_r = unsafe { out.row(i0 + r, j0, width) };
+                acc_r[..width].copy_from_slice(c_r);
+            }
+        }
+        let a = TileRows::<R>::new(self.a.offset(i0, block.start), block.len());
+        let acc = multiply_add_terms(acc, a, panel);
+        let bias = self.bias.filter(|_| block.end == k);
+        for (r, acc_r) in acc.iter().enumerate() {
+            // SAFETY: as above.
+            let c_r = unsafe { out.row(i0 + r, j0, width) };
+            match (bias, <&mut [f32; NR]>::try_from(&mut *c_r)) {
+                (Some(bias), _) => {
+                    let bias = &bias[j0..j0 + width];
+                    for ((c, &s), &b) in c_r.iter_mut().zip(acc_r).zip(bias) {
+                        *c = s + b;
+                    }
                 }
+                // A whole panel: a copy of known size, with no `memcpy` call.
+                (None, Ok(c_r)) => *c_r = *acc_r,
+                (None, Err(_)) => c_r.copy_from_slice(&acc_r[..width]),
             }
         }
     }
 }
 
-/// One thread's share of [`matmul`], using AVX2 when the CPU has it. Both paths do the same
-/// operations in the same order, so they give the same bits.
-fn multiply_packed(c: &mut [f32], a: Strided, b: &[f32], bias: Option<&[f32]>, k: usize, n: usize) {
-    vectorised(
-        #[inline(always)]
-        || multiply_tiles(c, a, b, bias, (k, n)),
-    )
+/// Where a tile lies: rows from `i0`, columns `j0..j0 + width`, and the block of k it adds, out of
+/// `k`.
+struct Tile {
+    i0: usize,
+    j0: usize,
+    width: usize,
+    block: Range<usize>,
+    k: usize,
 }
 
-/// Walks `c` in tiles of MR rows; the last tile may have fewer.
+/// Rows of the next tile when `left` rows remain: MR, except that the last 7 or 8 rows go as 4 + 3
+/// or 4 + 4 rather than 6 + 1 or 6 + 2, since a tile of one or two rows keeps too few sums going to
+/// fill the FMA units.
 #[inline(always)]
-fn multiply_tiles(
-    c: &mut [f32],
-    a: Strided,
-    b: &[f32],
-    bias: Option<&[f32]>,
-    (k, n): (usize, usize),
-) {
-    for (t, c) in c.chunks_mut(MR * n).enumerate() {
-        let a = a.offset(t * MR);
-        match c.len() / n {
-            MR => tile(c, TileRows::<MR>::new(a, k), b, bias, n),
-            3 => tile(c, TileRows::<3>::new(a, k), b, bias, n),
-            2 => tile(c, TileRows::<2>::new(a, k), b, bias, n),
-            _ => tile(c, TileRows::<1>::new(a, k), b, bias, n),
+fn tile_rows(left: usize) -> usize {
+    match left {
+        7 | 8 => 4,
+        _ => MR.min(left),
+    }
+}
+
+/// The length of a block of k for a piece of `rows` rows: at most [`KC`], and a block of A's rows at
+/// most [`A_BLOCK`] values; the blocks of one product are as even as can be.
+fn k_block(k: usize, rows: usize) -> usize {
+    let longest = (A_BLOCK / rows.max(1)).clamp(NR, KC);
+    let blocks = k.div_ceil(longest).max(1);
+    k.div_ceil(blocks).max(1)
+}
+
+/// Copies rows `block` of B's columns `j0..j0 + width` into one panel, `block.len()` × NR and
+/// contiguous, padded with zeros to NR columns. The padding only fills SIMD lanes whose results
+/// are never stored.
+#[inline(always)]
+fn pack_panel(packed: &mut Vec<f32>, b: Strided, block: Range<usize>, j0: usize, width: usize) {
+    // Every value is written below, so the buffer is only resized, never cleared first.
+    packed.resize(block.len() * NR, 0.0);
+    if width < NR {
+        packed.fill(0.0);
+    }
+    if b.col_stride == 1 {
+        // Row-major: row p of the panel is a run of `width` values.
+        for (p, out) in block.zip(packed.chunks_exact_mut(NR)) {
+            let row = &b.data[p * b.row_stride + j0..];
+            let out: &mut [f32; NR] = out.try_into().unwrap();
+            match row.first_chunk::<NR>() {
+                Some(row) if width == NR => *out = *row, // known size: no `memcpy` call
+                _ => out[..width].copy_from_slice(&row[..width]),
+            }
+        }
+    } else {
+        // A transpose (row stride 1): column j is a run of values from j·col_stride.
+        assert_eq!(
+            b.row_stride, 1,
+            "matmul: B must be row-major or a transpose"
+        );
+        for q in 0..width {
+            let column = &b.data[(j0 + q) * b.col_stride..][block.clone()];
+            for (out, &v) in packed.chunks_exact_mut(NR).zip(column) {
+                out[q] = v;
+            }
         }
     }
 }
@@ -236,6 +455,7 @@ struct TileRows<'a, const R: usize> {
 impl<'a, const R: usize> TileRows<'a, R> {
     /// Checks once that the farthest element, a[R−1][k−1], is inside `a.data`; every other element
     /// of the tile lies before it, because both strides step forwards.
+    #[inline(always)]
     fn new(a: Strided<'a>, k: usize) -> Self {
         if k > 0 {
             let last = (R - 1) * a.row_stride + (k - 1) * a.col_stride;
@@ -258,51 +478,33 @@ impl<'a, const R: usize> TileRows<'a, R> {
 }
 
 // ANCHOR: matmul
-/// R rows of `c`: for each NR-wide panel of packed B, `acc[r][0..NR] += a[r][p] · b[p][0..NR]` for
-/// every p in order, then `c[r][j] = acc[r][j] + bias[j]`.
+/// The innermost loop of every product: R rows of A times one panel of packed B (a row of NR
+/// values per step of k), `acc[r][q] = fma(a[r][p], b[p][q], acc[r][q])` for each p in order. A
+/// lane of `acc` is one output element, and it does exactly what the lesson's `dot` does, term for
+/// term.
 #[inline(always)]
-fn tile<const R: usize>(
-    c: &mut [f32],
+fn multiply_add_terms<const R: usize>(
+    mut acc: [[f32; NR]; R],
     a: TileRows<R>,
-    b_panels: &[f32],
-    bias: Option<&[f32]>,
-    n: usize,
-) {
-    let k = a.k;
-    for (panel, b_panel) in b_panels.chunks_exact(k * NR).enumerate() {
-        let mut acc = [[0.0f32; NR]; R];
-        // WebAssembly has no fused multiply-add instruction: the same sums, from float64 lanes.
-        #[cfg(target_arch = "wasm32")]
-        super::wasm_fma::accumulate(&mut acc, |r, p| a.at(r, p), b_panel);
-        #[cfg(not(target_arch = "wasm32"))]
-        for (p, b_p) in (0..k).zip(b_panel.chunks_exact(NR)) {
-            let b_p: &[f32; NR] = b_p.try_into().unwrap();
-            let a_p: [f32; R] = std::array::from_fn(|r| a.at(r, p));
-            for (acc_r, &a_rp) in acc.iter_mut().zip(&a_p) {
-                for q in 0..NR {
-                    acc_r[q] = a_rp.mul_add(b_p[q], acc_r[q]);
-                }
-            }
-        }
-        let j0 = panel * NR;
-        let width = NR.min(n - j0);
-        for (c_r, acc_r) in c.chunks_exact_mut(n).zip(&acc) {
-            let c_r = &mut c_r[j0..j0 + width];
-            match (bias, <&mut [f32; NR]>::try_from(&mut *c_r)) {
-                (Some(bias), _) => {
-                    let bias = &bias[j0..j0 + width];
-                    for ((c, &s), &b) in c_r.iter_mut().zip(acc_r).zip(bias) {
-                        *c = s + b;
-                    }
-                }
-                // A whole panel: a copy of known size, with no `memcpy` call.
-                (None, Ok(c_r)) => *c_r = *acc_r,
-                (None, Err(_)) => c_r.copy_from_slice(&acc_r[..width]),
+    b_panel: &[f32],
+) -> [[f32; NR]; R] {
+    // WebAssembly has no fused multiply-add instruction: the same sums, from float64 lanes.
+    #[cfg(target_arch = "wasm32")]
+    super::wasm_fma::accumulate(&mut acc, |r, p| a.at(r, p), &b_panel[..a.k * NR]);
+    #[cfg(not(target_arch = "wasm32"))]
+    for (p, b_p) in (0..a.k).zip(b_panel.chunks_exact(NR)) {
+        let b_p: &[f32; NR] = b_p.try_into().unwrap();
+        let a_p: [f32; R] = std::array::from_fn(|r| a.at(r, p));
+        for (acc_r, &a_rp) in acc.iter_mut().zip(&a_p) {
+            for q in 0..NR {
+                acc_r[q] = a_rp.mul_add(b_p[q], acc_r[q]);
             }
         }
     }
+    acc
 }
 // ANCHOR_END: matmul
+
 /// Runs a loop compiled for AVX2 and FMA when the CPU has both. Elementwise work gives the same
 /// bits at any vector width (each lane does one element's operations in order), and `mul_add` is
 /// the same exactly rounded fused multiply-add with or without the FMA instruction, so this only
@@ -416,6 +618,9 @@ mod tests {
             (9, 33, 65),
             (130, 64, 256),
             (128, 256, 64),
+            (13, 300, 17),
+            (128, 768, 48),
+            (770, 520, 33),
         ] {
             let (a, b, bias) = (values(m * k, 1), values(k * n, 2), values(n, 3));
             let mut want = vec![0.0; m * n];
@@ -446,10 +651,16 @@ mod tests {
                 })
                 .unwrap();
             }
-            let mut packed = vec![];
-            pack_b(&mut packed, Strided::rows(&b, n), k, n);
             let mut portable = vec![f32::NAN; m * n];
-            multiply_tiles(&mut portable, Strided::rows(&a, k), &packed, None, (k, n));
+            let product = Product {
+                a: Strided::rows(&a, k),
+                b: Strided::transposed(&bt, k),
+                bias: None,
+                k,
+                n,
+            };
+            let out = Out::new(&mut portable, n);
+            product.blocks(out, 0..m, 0..n.div_ceil(NR), &mut vec![]);
             assert_eq!(portable, want, "portable path {m}×{k}·{k}×{n}");
         }
     }

@@ -3,23 +3,25 @@
 //!
 //! | module | what it adds | why the bits stay the same |
 //! |---|---|---|
-//! | [`kernels`] | packed, tiled matrix products; AVX2 and FMA loops | each output still adds its terms in the lesson's order, each with one fused multiply-add |
+//! | [`kernels`] | matrix products in 6×16 tiles over blocks of k, B packed panel by panel; AVX2 and FMA loops | each output still adds its terms in the lesson's order, each with one fused multiply-add |
+//! | [`layers`] | scale, mask, heads, transpose, dropout and LayerNorm on the threads | each band runs the lesson's operations on whole rows, matrices or columns |
 //! | [`team`] | the calling thread plus spinning helpers | work is split only along independent outputs, never inside a sum |
 //! | [`pool`] | buffers reused from step to step | every buffer is overwritten in full before it is read |
 //! | [`timers`] | time per op, for `--bench` | timing reads the clock, not the numbers |
 //! | [`wasm_fma`] | on WebAssembly, the products' fused multiply-adds from float64 lanes | float64 holds a·b exactly, and the rare sums that could round twice are finished exactly |
 //!
-//! Only the ops where time goes (products, softmax, GELU, the loss, clipping and AdamW) have code
-//! of their own here; the others run the lesson's functions. `tests/s5_layers.rs` checks every op,
-//! forward and backward, and whole training runs against the lesson.
+//! The embeddings and the loss's backward pass, where little time goes, run the lesson's
+//! functions. `tests/s5_layers.rs` checks every op, forward and backward, and
+//! whole training runs against the lesson.
 
 pub mod kernels;
+pub mod layers;
 pub mod pool;
 pub mod team;
 pub mod timers;
 pub mod wasm_fma;
 
-use super::backend::{Backend, Lesson, Op, mkn};
+use super::backend::{Backend, Lesson, Op, heads_shape, mkn, rows_cols};
 use super::ops::{self, PROB_FLOOR, pairwise_sum, pairwise_sum_by};
 use super::optim::{self, AdamWStep};
 use super::tensor::{NodeId, Tensor};
@@ -68,7 +70,14 @@ impl Backend for Fast {
                 let batch = a.matrices().0;
                 matmul_batched(o, (&a.data, false), (&b.data, false), batch, mkn(a, b));
             }
+            Op::Add { a, b } => layers::add(o, &v(a).data, &v(b).data),
+            Op::Scale { x, s } => layers::scale(o, &v(x).data, *s),
+            Op::Tril { x, value } => layers::tril(o, &v(x).data, v(x).last_dim(), *value),
             Op::Softmax { x } => softmax_rows(&v(x).data, o, v(x).last_dim()),
+            Op::Transpose { x } => layers::transpose(o, &v(x).data, rows_cols(v(x))),
+            Op::SplitHeads { x, .. } => layers::split_heads(o, &v(x).data, heads_shape(&out.shape)),
+            Op::MergeHeads { x } => layers::merge_heads(o, &v(x).data, heads_shape(&v(x).shape)),
+            Op::Dropout { x, mask } => layers::dropout(o, &v(x).data, mask),
             Op::Gelu { x, tanh } => {
                 *tanh = self.pool.take(o.len());
                 gelu(o, tanh, &v(x).data);
@@ -101,7 +110,7 @@ impl Backend for Fast {
                 let rows = o.len() / v(w).data.len();
                 (*mean, *rstd) = (self.pool.take(rows), self.pool.take(rows));
                 let (x, w, b) = (&v(x).data, &v(w).data, &v(b).data);
-                ops::layer_norm_forward(o, (mean, rstd), x, w, b);
+                layers::layer_norm(o, (mean, rstd), x, w, b);
             }
             _ => Lesson.forward(op, values, out),
         }
@@ -121,13 +130,44 @@ impl Backend for Fast {
             (Op::MatMul { a, b }, [d_a, d_b]) => {
                 let (a, b) = (v(a), v(b));
                 let (batch, (m, k, n)) = (a.matrices().0, mkn(a, b));
-                team::join(
-                    || matmul_batched(d_a, (d_out, false), (&b.data, true), batch, (m, n, k)),
-                    || matmul_batched(d_b, (&a.data, true), (d_out, false), batch, (k, m, n)),
+                let mut pieces = Vec::new();
+                let (d_c, a, b) = ((d_out, false), (&a.data[..], true), (&b.data[..], true));
+                kernels::matmul_batched_pieces(&mut pieces, d_a, d_c, b, batch, (m, n, k));
+                kernels::matmul_batched_pieces(
+                    &mut pieces,
+                    d_b,
+                    a,
+                    (d_out, false),
+                    batch,
+                    (k, m, n),
                 );
+                kernels::run(pieces);
             }
+            (Op::Add { .. }, [d_a, d_b]) => layers::add_backward(d_a, d_b, d_out),
+            (Op::Scale { s, .. }, [d_x]) => layers::scale(d_x, d_out, *s),
+            (Op::Tril { x, .. }, [d_x]) => layers::tril_backward(d_x, d_out, v(x).last_dim()),
             (Op::Softmax { .. }, [d_x]) => {
-                self.softmax_backward(d_x, d_out, &out.data, out.last_dim())
+                layers::softmax_backward(d_x, d_out, &out.data, out.last_dim())
+            }
+            (Op::Transpose { x }, [d_x]) => {
+                let (rows, cols) = rows_cols(v(x));
+                layers::transpose(d_x, d_out, (cols, rows))
+            }
+            (Op::SplitHeads { .. }, [d_x]) => {
+                layers::merge_heads(d_x, d_out, heads_shape(&out.shape))
+            }
+            (Op::MergeHeads { x }, [d_x]) => {
+                layers::split_heads(d_x, d_out, heads_shape(&v(x).shape))
+            }
+            (Op::Dropout { mask, .. }, [d_x]) => layers::dropout(d_x, d_out, mask),
+            (
+                Op::LayerNorm {
+                    x, w, mean, rstd, ..
+                },
+                [d_x, d_w, d_b],
+            ) => {
+                let (x, w) = (&v(x).data, &v(w).data);
+                layers::layer_norm_backward(d_x, (d_w, d_b), d_out, x, w, (mean, rstd));
             }
             (Op::Gelu { x, tanh }, [d_x]) => gelu_backward(d_x, d_out, &v(x).data, tanh),
             (Op::Linear { x, w, .. }, [d_x, d_w, d_b]) => {
@@ -178,9 +218,10 @@ fn softmax_row(x: &[f32], out: &mut [f32]) {
     out.iter_mut().for_each(|o| *o /= sum);
 }
 
-/// [`softmax_row`] of every row of `x` (rows of `width`) into `out`, a band of rows per thread.
+/// [`softmax_row`] of every row of `x` (rows of `width`) into `out`, in bands of rows (two per
+/// thread, so that a helper the machine runs late leaves less to the calling thread at the end).
 fn softmax_rows(x: &[f32], out: &mut [f32], width: usize) {
-    let band = (x.len() / width).div_ceil(team::threads()) * width;
+    let band = layers::per_band(x.len() / width, width) * width;
     team::for_each(x.chunks(band).zip(out.chunks_mut(band)), |(x, out)| {
         vectorised(
             #[inline(always)]
@@ -194,22 +235,6 @@ fn softmax_rows(x: &[f32], out: &mut [f32], width: usize) {
 }
 
 impl Fast {
-    /// The lesson's softmax backward, with one scratch row from the pool instead of one per row.
-    fn softmax_backward(&mut self, d_x: &mut [f32], d_out: &[f32], s: &[f32], width: usize) {
-        let mut s_g = self.pool.take(width);
-        let rows = d_x.chunks_exact_mut(width).zip(d_out.chunks_exact(width));
-        for ((d_x, g), s) in rows.zip(s.chunks_exact(width)) {
-            s_g.iter_mut()
-                .zip(s.iter().zip(g))
-                .for_each(|(p, (s, g))| *p = s * g);
-            let sum = pairwise_sum(&s_g);
-            d_x.iter_mut()
-                .zip(s.iter().zip(g))
-                .for_each(|(d, (s, g))| *d = s * (g - sum));
-        }
-        self.pool.put(s_g);
-    }
-
     /// The lesson's cross-entropy, with the softmax shared among the threads and the logs from the
     /// pool.
     fn cross_entropy(&mut self, probs: &mut [f32], logits: &[f32], targets: &[usize]) -> f32 {
@@ -225,9 +250,9 @@ impl Fast {
     }
 }
 
-/// Splits `len` elements into one block per thread, a multiple of 64 each.
+/// Splits `len` elements into blocks of a multiple of 64, two per thread.
 fn block_per_thread(len: usize) -> usize {
-    len.div_ceil(team::threads()).next_multiple_of(64).max(64)
+    layers::per_band(len.div_ceil(64), 64) * 64
 }
 
 /// The lesson's GELU forward, a block of elements per thread. Compiled for AVX2, the lesson's own
@@ -257,7 +282,7 @@ fn gelu_backward(d_x: &mut [f32], d_out: &[f32], x: &[f32], tanh: &[f32]) {
     });
 }
 
-/// With G and X flattened to (N, ·): dx = G·W and dW = Gᵀ·X at the same time, then db = Σ_rows G.
+/// With G and X flattened to (N, ·): dx = G·W, dW = Gᵀ·X and db = Σ_rows G, all in one fork.
 fn linear_backward(
     d_x: &mut [f32],
     d_w: &mut [f32],
@@ -270,18 +295,24 @@ fn linear_backward(
     let rows = x.len() / n_in;
     let (g_rows, g_t) = (Strided::rows(g, n_out), Strided::transposed(g, n_out));
     let (w_rows, x_rows) = (Strided::rows(w, n_in), Strided::rows(x, n_in));
-    team::join(
-        || matmul(d_x, g_rows, w_rows, None, (rows, n_out, n_in)),
-        || matmul(d_w, g_t, x_rows, None, (n_out, rows, n_in)),
-    );
-    d_b.fill(0.0);
-    for row in g.chunks_exact(n_out) {
-        d_b.iter_mut().zip(row).for_each(|(d, g)| *d += g);
-    }
+    let mut pieces: Vec<kernels::Piece> = vec![Box::new(|| {
+        d_b.fill(0.0);
+        vectorised(
+            #[inline(always)]
+            || {
+                for row in g.chunks_exact(n_out) {
+                    d_b.iter_mut().zip(row).for_each(|(d, g)| *d += g);
+                }
+            },
+        )
+    })];
+    kernels::matmul_pieces(&mut pieces, d_x, g_rows, w_rows, None, (rows, n_out, n_in));
+    kernels::matmul_pieces(&mut pieces, d_w, g_t, x_rows, None, (n_out, rows, n_in));
+    kernels::run(pieces);
 }
 
 /// Elements per piece of work when the threads share out AdamW's update.
-const BLOCK: usize = 2048;
+const BLOCK: usize = 8192;
 
 /// The lesson's AdamW update, in blocks of elements shared among the threads, each in AVX2 lanes.
 fn adamw_update(

@@ -7,11 +7,11 @@
 //! counter instead, so it starts a new job within a fraction of a microsecond; it only goes to
 //! sleep after a few hundred µs without work (between runs, or while a checkpoint is written).
 //!
-//! Work is handed out only as independent items (rows of a product, blocks of GELU, blocks of
-//! AdamW), and each thread takes the next item not yet taken. Which thread runs an item changes
-//! from run to run, but never what the item computes, so every thread count gives the same bits. A
-//! helper that the machine has not scheduled in time simply gets no items: the calling thread takes
-//! them all and does not wait.
+//! Work is handed out only as independent items (bands of columns of a product, blocks of GELU,
+//! blocks of AdamW), and each thread takes the next item not yet taken. Which thread runs an item
+//! changes from run to run, but never what the item computes, so every thread count gives the same
+//! bits. A helper that the machine has not scheduled in time simply gets no items: the calling thread
+//! takes them all and does not wait.
 
 use std::cell::{Cell, RefCell};
 use std::panic::{AssertUnwindSafe, catch_unwind};
