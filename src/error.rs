@@ -27,4 +27,7 @@ pub enum Error {
         tokens - 1
     )]
     QueryOutOfRange { query: usize, tokens: usize },
+    /// `nn.Dropout(p)` drops with a probability.
+    #[error("the dropout rate {p} is out of range; use a probability from 0 to 1")]
+    DropoutOutOfRange { p: f64 },
 }

@@ -43,8 +43,11 @@ pub fn s1_weights() -> Array2<f32> {
 /// Stage 3's heat map: the causal weights of the first batch item, (T, T). A CausalAttention drawn
 /// at seed 789 has SelfAttention_v2's weights, so these are the weights the chapter masks. With
 /// `dropout` p (0 ≤ p ≤ 1) above 0 they are then dropped as §3.5.2 drops them, by
-/// `nn.Dropout(p)` after `torch.manual_seed(123)`.
+/// `nn.Dropout(p)` after `torch.manual_seed(123)`; a `p` outside 0..=1 is an error.
 pub fn s3_weights(seeds: BookSeeds, dropout: f64) -> Result<Array2<f32>, Error> {
+    if !(0.0..=1.0).contains(&dropout) {
+        return Err(Error::DropoutOutOfRange { p: dropout });
+    }
     let batch = batch(); // (B, T, C)
     let (_, context_length, d_in) = batch.dim();
     let mut rng = Generator::manual_seed(seeds.seed_789);
@@ -236,6 +239,16 @@ mod tests {
     fn smoothing_averages_each_window() {
         let points = smoothed(&[1.0, 3.0, 5.0, 7.0, 9.0], 2);
         assert_eq!(points, vec![(1.0, 2.0), (3.0, 6.0), (4.0, 9.0)]);
+    }
+
+    #[test]
+    fn a_dropout_rate_outside_0_to_1_is_an_error_not_a_panic() {
+        let seeds = BookSeeds::default();
+        for p in [-0.1, 1.5, f64::NAN] {
+            let e = s3_weights(seeds, p).unwrap_err();
+            assert!(e.to_string().contains("out of range"), "{e}");
+        }
+        assert!(s3_weights(seeds, 1.0).is_ok());
     }
 
     #[test]

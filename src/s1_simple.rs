@@ -301,10 +301,16 @@ pub const JOURNEY: usize = 1;
 /// §3.3.1 (cells #2–#7) for the query token `query` (0 to 5) instead of "journey": what the book's
 /// page shows when a reader picks another token.
 pub fn run_query<W: Write>(out: &mut W, query: usize) -> Result<(), crate::Error> {
-    if query >= TOKENS.len() {
-        let tokens = TOKENS.len();
-        return Err(crate::Error::QueryOutOfRange { query, tokens });
-    }
+    check_query(query)?;
     print_3_3_1(out, &inputs().view(), query)?;
     Ok(())
+}
+
+/// A query is one of the sentence's tokens, 0 to 5.
+pub fn check_query(query: usize) -> Result<(), crate::Error> {
+    let tokens = TOKENS.len();
+    match query < tokens {
+        true => Ok(()),
+        false => Err(crate::Error::QueryOutOfRange { query, tokens }),
+    }
 }

@@ -139,19 +139,11 @@ pub fn stage_weights(stage: &str, seed: &str, knob: &str) -> Result<String, JsEr
     let (causal, query, maps) = match name {
         "s1_simple" => {
             let query = knob_or(knob, JOURNEY, "the query token")?;
-            if query >= TOKENS.len() {
-                let tokens = TOKENS.len();
-                return Err(fail(Error::QueryOutOfRange { query, tokens }));
-            }
+            s1_simple::check_query(query).map_err(fail)?;
             (false, Some(query), one(figures::s1_weights()))
         }
         "s3_causal" => {
             let p: f64 = knob_or(knob, 0.0, "the dropout rate")?;
-            if !(0.0..=1.0).contains(&p) {
-                let why =
-                    format!("the dropout rate {p} is out of range; use a probability from 0 to 1");
-                return Err(JsError::new(&format!("error: {why}")));
-            }
             (
                 true,
                 None,
