@@ -200,22 +200,49 @@ const EXP_ZERO_BELOW: f32 = -104.0;
 /// library gives exactly 0 (masked scores): the library's bits either way.
 #[inline(always)]
 fn softmax_row(x: &[f32], out: &mut [f32]) {
-    let max = x.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
-    for (o, &v) in out.iter_mut().zip(x) {
-        *o = kernels::expf(v - max);
-    }
+    let max = row_max(x);
+    // Selects, not branches, so that the loop runs eight lanes at a time; `rare` notes a score
+    // near underflow (or NaN), which takes the library's own call below.
+    let mut rare = false;
     for (o, &v) in out.iter_mut().zip(x) {
         let d = v - max;
-        if !kernels::expf_covers(d) {
-            *o = if d < EXP_ZERO_BELOW {
-                0.0
-            } else {
-                libm::expf(d)
-            };
+        let zero = exp_is_zero(d);
+        rare |= !kernels::expf_covers(d) & !zero;
+        *o = if zero { 0.0 } else { kernels::expf(d) };
+    }
+    if rare {
+        for (o, &v) in out.iter_mut().zip(x) {
+            let d = v - max;
+            if !kernels::expf_covers(d) && !exp_is_zero(d) {
+                *o = libm::expf(d);
+            }
         }
     }
     let sum = pairwise_sum(out);
     out.iter_mut().for_each(|o| *o /= sum);
+}
+
+/// Whether `libm::expf(d)` is exactly +0 (false for NaN).
+#[inline(always)]
+fn exp_is_zero(d: f32) -> bool {
+    d < EXP_ZERO_BELOW
+}
+
+/// The largest value of `x`, as the lesson's `fold` of `f32::max` finds it, but eight lanes at a
+/// time. A maximum does not depend on the order it is taken in: only the sign of a zero maximum
+/// could, and `v − max` is then the same for every `v` except ±0, whose exponential is 1 either way.
+#[inline(always)]
+fn row_max(x: &[f32]) -> f32 {
+    let mut lanes = [f32::NEG_INFINITY; 8];
+    let rows = x.chunks_exact(8);
+    let rest = rows.remainder();
+    for row in rows {
+        lanes.iter_mut().zip(row).for_each(|(m, &v)| *m = m.max(v));
+    }
+    lanes
+        .iter()
+        .chain(rest)
+        .fold(f32::NEG_INFINITY, |m, &v| m.max(v))
 }
 
 /// [`softmax_row`] of every row of `x` (rows of `width`) into `out`, in bands of rows (two per
@@ -389,4 +416,57 @@ mod tests {
 
     /// Masked scores skip the call: after subtracting the row's maximum they are far below the cut.
     const _: () = assert!(crate::s5_gpt::ops::MASK_VALUE < EXP_ZERO_BELOW);
+
+    /// The lanes' maximum is the lesson's sequential one, on rows of every length up to 70 with
+    /// NaNs, infinities, signed zeros and ties.
+    #[test]
+    fn row_max_is_the_sequential_maximum() {
+        let mut rng = crate::rng::numpy::NumpyRandom::seed(9);
+        let specials = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 0.0, -0.0, 1.0];
+        for len in 0..70 {
+            for trial in 0..50 {
+                let x: Vec<f32> = (0..len)
+                    .map(|i| match (trial + i) % 7 {
+                        0 if trial % 3 == 0 => specials[(trial + i) % specials.len()],
+                        _ => rng.standard_normal() as f32,
+                    })
+                    .collect();
+                let want = x.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+                let got = super::row_max(&x);
+                assert!(got == want || got.is_nan() && want.is_nan(), "{x:?}");
+            }
+        }
+    }
+
+    /// The fast softmax is the lesson's to the bit, rows of masked scores, near-underflow scores
+    /// and signed zeros included.
+    #[test]
+    fn softmax_row_is_the_lessons() {
+        use crate::s5_gpt::ops::{MASK_VALUE, softmax_forward};
+        let mut rng = crate::rng::numpy::NumpyRandom::seed(10);
+        for width in [1, 7, 8, 9, 64, 65] {
+            for trial in 0..200 {
+                let x: Vec<f32> = (0..width)
+                    .map(|i| match (trial * 31 + i * 7) % 11 {
+                        0 => MASK_VALUE,
+                        1 => -90.0 - (i % 14) as f32,
+                        2 => {
+                            if i % 2 == 0 {
+                                0.0
+                            } else {
+                                -0.0
+                            }
+                        }
+                        _ => 4.0 * rng.standard_normal() as f32,
+                    })
+                    .collect();
+                let mut want = vec![0.0; width];
+                softmax_forward(&mut want, &x, width);
+                let mut got = vec![0.0; width];
+                super::softmax_row(&x, &mut got);
+                let bits = |v: &[f32]| v.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&got), bits(&want), "{x:?}");
+            }
+        }
+    }
 }
