@@ -9,6 +9,7 @@
 use super::ops;
 use super::optim::{self, AdamWStep};
 use super::tensor::{NodeId, Tensor};
+use crate::rng::numpy::NumpyRandom;
 
 /// What made a node: the operation, its inputs, and what its backward pass needs besides their
 /// values.
@@ -148,6 +149,11 @@ pub trait Backend {
         d_out: &[f32],
         d_inputs: &mut [Vec<f32>],
     );
+
+    /// Stage 3's dropout mask for `mask.len()` weights, drawn from `rng`: see [`ops::dropout_mask`].
+    fn dropout_mask(&mut self, mask: &mut [f32], rng: &mut NumpyRandom, p: f64) {
+        ops::dropout_mask(mask, rng, p);
+    }
 
     /// `clip_grad_norm`: see [`optim::clip_grad_norm`].
     fn clip_grad_norm(&mut self, grads: &mut [Vec<f32>], max_norm: f64) -> f64 {

@@ -14,7 +14,6 @@
 //! the forward/backward pair in [`super::ops`], run by the tape's [`Backend`].
 
 use super::backend::{Backend, Lesson, Op, mkn};
-use super::ops;
 use super::optim::AdamW;
 use super::tensor::{NodeId, Tensor};
 use crate::rng::numpy::NumpyRandom;
@@ -330,10 +329,10 @@ impl Tape {
     }
 
     /// Stage 3's dropout with probability `p`, its mask drawn from `rng` now (see
-    /// [`ops::dropout_mask`]).
+    /// [`super::ops::dropout_mask`]), by the backend.
     pub fn dropout(&mut self, x: NodeId, p: f64, rng: &mut NumpyRandom) -> NodeId {
         let mut mask = self.backend.buffer(self.value(x).data.len());
-        ops::dropout_mask(&mut mask, rng, p);
+        self.backend.dropout_mask(&mut mask, rng, p);
         self.apply(self.value(x).shape.clone(), Op::Dropout { x, mask })
     }
 

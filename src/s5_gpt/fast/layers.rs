@@ -8,6 +8,7 @@
 
 use super::kernels::vectorised;
 use super::team;
+use crate::rng::numpy::NumpyRandom;
 use crate::s5_gpt::ops::{self, pairwise_sum_by};
 
 /// Below this many values an op runs on the calling thread: waking a helper costs more.
@@ -186,6 +187,26 @@ fn copy(out: &mut [f32], x: &[f32]) {
     out.iter_mut().zip(x).for_each(|(o, &x)| *o = x);
 }
 
+/// The lesson's dropout mask ([`ops::dropout_mask`]) from the same draws in the same order, taken
+/// a block at a time ([`NumpyRandom::fill_random_sample`]) rather than one call per weight. The
+/// draws are one sequence, so this runs on the calling thread.
+pub fn dropout_mask(mask: &mut [f32], rng: &mut NumpyRandom, p: f64) {
+    let scale = (1.0 / (1.0 - p)) as f32;
+    let mut u = [0.0; 1024];
+    for mask in mask.chunks_mut(u.len()) {
+        let u = &mut u[..mask.len()];
+        vectorised(
+            #[inline(always)]
+            || {
+                rng.fill_random_sample(u);
+                for (m, &u) in mask.iter_mut().zip(u.iter()) {
+                    *m = if u >= p { scale } else { 0.0 };
+                }
+            },
+        );
+    }
+}
+
 /// The lesson's dropout, forward or backward: each value times its entry of the mask.
 pub fn dropout(out: &mut [f32], x: &[f32], mask: &[f32]) {
     let band = per_band(x.len().div_ceil(64), 64) * 64;
@@ -330,4 +351,30 @@ fn layer_norm_columns(
             }
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fast mask is the lesson's, for lengths around its block, and both leave the generator
+    /// at the same point of its stream.
+    #[test]
+    fn dropout_mask_is_the_lessons() {
+        for (len, p) in [
+            (0, 0.1),
+            (1, 0.5),
+            (1023, 0.1),
+            (1024, 0.25),
+            (1025, 0.9),
+            (5000, 0.1),
+        ] {
+            let (mut lesson, mut fast) = (NumpyRandom::seed(7), NumpyRandom::seed(7));
+            let (mut want, mut got) = (vec![0.0; len], vec![f32::NAN; len]);
+            ops::dropout_mask(&mut want, &mut lesson, p);
+            dropout_mask(&mut got, &mut fast, p);
+            assert_eq!(got, want, "{len} weights, p = {p}");
+            assert_eq!(fast.random_sample(), lesson.random_sample());
+        }
+    }
 }

@@ -177,6 +177,10 @@ impl Backend for Fast {
         }
     }
 
+    fn dropout_mask(&mut self, mask: &mut [f32], rng: &mut crate::rng::numpy::NumpyRandom, p: f64) {
+        layers::dropout_mask(mask, rng, p);
+    }
+
     fn clip_grad_norm(&mut self, grads: &mut [Vec<f32>], max_norm: f64) -> f64 {
         clip_grad_norm(grads, max_norm)
     }

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
+use crate::rng::numpy::NumpyRandom;
 use crate::s5_gpt::backend::{Backend, Op};
 use crate::s5_gpt::optim::AdamWStep;
 use crate::s5_gpt::tensor::Tensor;
@@ -52,6 +53,12 @@ impl Backend for Timed {
         let started = Instant::now();
         self.inner.backward(op, values, out, d_out, d_inputs);
         charge(&self.clock, op.name(), started);
+    }
+
+    fn dropout_mask(&mut self, mask: &mut [f32], rng: &mut NumpyRandom, p: f64) {
+        let started = Instant::now();
+        self.inner.dropout_mask(mask, rng, p);
+        charge(&self.clock, "dropout", started);
     }
 
     fn clip_grad_norm(&mut self, grads: &mut [Vec<f32>], max_norm: f64) -> f64 {
