@@ -76,11 +76,18 @@ impl Mt19937 {
     /// Regenerates all 624 words at once (the "twist").
     fn twist(&mut self) {
         for i in 0..N {
-            let y = (self.state[i] & UPPER_MASK) | (self.state[(i + 1) % N] & LOWER_MASK);
-            let mag = if y & 1 == 1 { MATRIX_A } else { 0 };
-            self.state[i] = self.state[(i + M) % N] ^ (y >> 1) ^ mag;
+            let (next, partner) = (self.state[(i + 1) % N], self.state[(i + M) % N]);
+            self.state[i] = Self::twisted(self.state[i], next, partner);
         }
         self.index = 0;
+    }
+
+    /// One new word, from the old one, the word after it and its partner M words on.
+    #[inline(always)]
+    fn twisted(word: u32, next: u32, partner: u32) -> u32 {
+        let y = (word & UPPER_MASK) | (next & LOWER_MASK);
+        let mag = if y & 1 == 1 { MATRIX_A } else { 0 };
+        partner ^ (y >> 1) ^ mag
     }
     // ANCHOR_END: twist
 
@@ -105,7 +112,7 @@ impl Mt19937 {
             );
             i = end;
         }
-        new[N - 1] = twisted(old[N - 1], new[0], new[M - 1]);
+        new[N - 1] = Self::twisted(old[N - 1], new[0], new[M - 1]);
         self.index = 0;
     }
 
@@ -150,19 +157,12 @@ impl Mt19937 {
     }
 }
 
-/// One twisted word, as [`Mt19937::twist`] makes it from the word, the next one and its partner.
-#[inline(always)]
-fn twisted(word: u32, next: u32, partner: u32) -> u32 {
-    let y = (word & UPPER_MASK) | (next & LOWER_MASK);
-    partner ^ (y >> 1) ^ if y & 1 == 1 { MATRIX_A } else { 0 }
-}
-
-/// `out[i] = twisted(words[i], nexts[i], partners[i])` along a run.
+/// `out[i] = Mt19937::twisted(words[i], nexts[i], partners[i])` along a run.
 #[inline(always)]
 fn twist_run(out: &mut [u32], words: &[u32], nexts: &[u32], partners: &[u32]) {
     let inputs = words.iter().zip(nexts).zip(partners);
     for (o, ((&w, &n), &p)) in out.iter_mut().zip(inputs) {
-        *o = twisted(w, n, p);
+        *o = Mt19937::twisted(w, n, p);
     }
 }
 

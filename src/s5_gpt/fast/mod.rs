@@ -25,6 +25,7 @@ use super::backend::{Backend, Lesson, Op, heads_shape, mkn, rows_cols};
 use super::ops::{self, PROB_FLOOR, pairwise_sum, pairwise_sum_by};
 use super::optim::{self, AdamWStep};
 use super::tensor::{NodeId, Tensor};
+use crate::rng::numpy::NumpyRandom;
 use kernels::{Strided, matmul, matmul_batched, vectorised};
 use pool::Pool;
 
@@ -177,7 +178,7 @@ impl Backend for Fast {
         }
     }
 
-    fn dropout_mask(&mut self, mask: &mut [f32], rng: &mut crate::rng::numpy::NumpyRandom, p: f64) {
+    fn dropout_mask(&mut self, mask: &mut [f32], rng: &mut NumpyRandom, p: f64) {
         layers::dropout_mask(mask, rng, p);
     }
 
