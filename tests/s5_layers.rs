@@ -10,7 +10,7 @@ use attention_from_scratch::rng::numpy::NumpyRandom;
 use attention_from_scratch::s5_gpt::app::Config;
 use attention_from_scratch::s5_gpt::app::args::Cli;
 use attention_from_scratch::s5_gpt::backend::{Backend, Lesson};
-use attention_from_scratch::s5_gpt::fast::kernels::{self, PORTABLE_VAR};
+use attention_from_scratch::s5_gpt::fast::kernels::{self, AVX2_VAR, Lanes, PORTABLE_VAR};
 use attention_from_scratch::s5_gpt::fast::{Fast, team};
 use attention_from_scratch::s5_gpt::model::Architecture;
 use attention_from_scratch::s5_gpt::ops::MASK_VALUE;
@@ -313,17 +313,9 @@ fn two_hundred_steps_give_the_same_bits_on_both_layers() {
 
 #[test]
 fn everything_the_tutorial_leaves_out_gives_the_same_bits_on_both_layers() {
-    let everything = Architecture {
-        qkv: true,
-        heads: 4,
-        residual: true,
-        layer_norm: true,
-        dropout: 0.1,
-        ..Architecture::default()
-    };
     let (lesson, fast) = (
-        trained_with(everything, true, 60),
-        trained_with(everything, false, 60),
+        trained_with(everything(), true, 60),
+        trained_with(everything(), false, 60),
     );
     assert!(lesson.0 == fast.0, "the losses differ");
     assert!(lesson.1 == fast.1, "the parameters differ after 60 steps");
@@ -368,30 +360,44 @@ fn the_reference_chapter_run_prints_the_same_bytes() {
 }
 
 /// Set in a child process of this test binary: the file where it writes its run.
-const PORTABLE_CHILD: &str = "S5_LAYERS_PORTABLE_CHILD";
+const NARROWER_CHILD: &str = "S5_LAYERS_NARROWER_CHILD";
 
-/// The fast layer without AVX2 and FMA, as on a CPU that has neither, `mul_add` computing its fused
-/// multiply-adds in software: 40 training steps in a child process with the switch set give the same
-/// losses, parameters and sample as this process.
-#[test]
-fn the_portable_path_gives_the_same_bits() {
-    let steps = 40;
+/// Everything the sequel adds to the tutorial's model, for the tests that train it.
+fn everything() -> Architecture {
+    Architecture {
+        qkv: true,
+        heads: 4,
+        residual: true,
+        layer_norm: true,
+        dropout: 0.1,
+        ..Architecture::default()
+    }
+}
+
+/// The tutorial's model and [`everything`], trained `steps` steps on the fast layer, as text.
+fn both_models_trained(steps: usize) -> String {
     let show = |(losses, params, sample): (Vec<u32>, Vec<u32>, String)| {
         format!("{losses:?}\n{params:?}\n{sample}")
     };
-    if let Some(file) = std::env::var_os(PORTABLE_CHILD) {
-        assert!(
-            !kernels::simd(),
-            "{PORTABLE_VAR} did not switch AVX2 and FMA off"
-        );
-        std::fs::write(file, show(trained(false, steps))).unwrap();
+    let tutorial = show(trained(false, steps));
+    let sequel = show(trained_with(everything(), false, steps));
+    format!("{tutorial}\n{sequel}")
+}
+
+/// Trains in a child process of this test binary with `switch` set, and checks that its run has
+/// the same bits as this process's and that the child used `lanes`.
+fn a_narrower_path_gives_the_same_bits(test: &str, switch: &str, lanes: Lanes) {
+    let steps = 30;
+    if let Some(file) = std::env::var_os(NARROWER_CHILD) {
+        assert_eq!(kernels::lanes(), lanes, "{switch} did not switch the lanes");
+        std::fs::write(file, both_models_trained(steps)).unwrap();
         return;
     }
-    let file = std::env::temp_dir().join(format!("s5_portable_{}.txt", std::process::id()));
+    let file = std::env::temp_dir().join(format!("s5_{test}_{}.txt", std::process::id()));
     let child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "the_portable_path_gives_the_same_bits"])
-        .env(PORTABLE_CHILD, &file)
-        .env(PORTABLE_VAR, "1")
+        .args(["--exact", test])
+        .env(NARROWER_CHILD, &file)
+        .env(switch, "1")
         .output()
         .unwrap();
     assert!(
@@ -399,15 +405,38 @@ fn the_portable_path_gives_the_same_bits() {
         "{}",
         String::from_utf8_lossy(&child.stdout)
     );
-    let portable = std::fs::read_to_string(&file).unwrap();
+    let narrower = std::fs::read_to_string(&file).unwrap();
     std::fs::remove_file(&file).ok();
-    assert!(show(trained(false, steps)) == portable, "the runs differ");
-    if cfg!(target_arch = "x86_64") && is_x86_feature_detected!("fma") {
+    assert!(both_models_trained(steps) == narrower, "the runs differ");
+}
+
+/// The fast layer without AVX2 and FMA, as on a CPU that has neither, `mul_add` computing its fused
+/// multiply-adds in software: the same losses, parameters and samples as this process.
+#[test]
+fn the_portable_path_gives_the_same_bits() {
+    let test = "the_portable_path_gives_the_same_bits";
+    a_narrower_path_gives_the_same_bits(test, PORTABLE_VAR, Lanes::Portable);
+    if std::env::var_os(NARROWER_CHILD).is_none()
+        && cfg!(target_arch = "x86_64")
+        && is_x86_feature_detected!("fma")
+    {
         assert!(
             kernels::simd(),
             "this process should have used AVX2 and FMA"
         );
     }
+}
+
+/// The fast layer with AVX2 and FMA where the CPU also has AVX-512: the same bits as this process
+/// (which used AVX-512 if the CPU has it).
+#[test]
+fn the_avx2_path_gives_the_same_bits() {
+    let test = "the_avx2_path_gives_the_same_bits";
+    let lanes = match kernels::lanes() {
+        Lanes::Portable => Lanes::Portable,
+        _ => Lanes::Avx2,
+    };
+    a_narrower_path_gives_the_same_bits(test, AVX2_VAR, lanes);
 }
 
 /// The files of `dir` (a folder of `src/s5_gpt/`), with their text.

@@ -41,9 +41,9 @@
 //! |---|---|---|
 //! | loss at step 0 | 4.1720004 | 4.1720009 (ln 65 ≈ 4.174) |
 //! | losses of steps 0–299 | within 7e-7 of a NumPy float32 re-run | |
-//! | mean test loss after 31,368 steps | **2.040761** | 2.0406120 (seed text), 2.0406033 (a re-run) |
-//! | the sample | `ROMEO:\nFamtany at yow,…` | `ROMEO:\nFamtany at!--will…` |
-//! | time per training step | about 1.2–1.6 ms (2-core x86-64, AVX2, 2 threads) | 9.8 ms |
+//! | mean test loss after 31,368 steps | **2.040799** | 2.0406120 (seed text), 2.0406033 (a re-run) |
+//! | the sample | `ROMEO:\nFamtany at!--will and,…` | `ROMEO:\nFamtany at!--will…` |
+//! | time per training step | measured in the README's Speed section | not published |
 //!
 //! The losses drift apart slowly because OpenBLAS adds up a matrix product in another order; the
 //! sample follows NumPy's for as long as the probabilities agree closely enough to pick the same

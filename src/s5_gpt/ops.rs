@@ -493,7 +493,8 @@ const INV_FACT: [f32; 6] = [
 /// Within 1.21 ulp of the true tanh on every float32 input (`tests/s5_tanh.rs` checks).
 ///
 /// Both branches are always computed and one is picked at the end, with no jump: so a loop of
-/// these can run eight elements per vector instruction, each lane doing exactly these operations.
+/// these can run eight or sixteen elements per vector instruction, each lane doing exactly these
+/// operations.
 #[inline(always)]
 pub fn tanh(x: f32) -> f32 {
     let a = x.abs();

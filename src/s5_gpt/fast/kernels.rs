@@ -6,8 +6,8 @@
 //! * [`matmul`] computes every `c[i][j]` as `fma(a[i][k−1], b[k−1][j], … fma(a[i][1], b[1][j],
 //!   fma(a[i][0], b[0][j], 0)))`: k in order, each term added by one fused multiply-add, as the
 //!   lesson's `dot` does. The innermost loop runs along `j`, so a SIMD lane holds one output
-//!   element, and the order of its additions stays the same at any vector width, with or without
-//!   AVX2.
+//!   element, and the order of its additions stays the same at any vector width: AVX-512, AVX2
+//!   or neither.
 //! * The product is blocked for the caches: k in blocks, taken in order, B packed one 16-wide
 //!   panel of a block at a time. Between two blocks an output's running sum waits in `c`, as the
 //!   float32 it is, and the next block goes on from it; so blocking changes where the sum is kept,
@@ -25,10 +25,11 @@ use std::marker::PhantomData;
 use std::ops::Range;
 use std::thread::LocalKey;
 
-/// Output columns per tile: two AVX registers of f32.
+/// Output columns per tile: two AVX2 registers of f32, or one AVX-512 register.
 const NR: usize = 16;
-/// Output rows per tile: 6×16 accumulators take 12 of the 16 AVX registers, which leaves two for a
-/// row of B and one for a value of A; twelve independent sums keep both FMA units busy.
+/// Output rows per tile: with AVX2, 6×16 accumulators take 12 of the 16 registers, which leaves two
+/// for a row of B and one for a value of A; twelve independent sums keep both FMA units busy. (With
+/// AVX-512 they take 6 of 32 registers, and a row of B is one load.)
 const MR: usize = 6;
 /// The longest block of k: a panel of B, KC × 16 values (16 KB), stays in the L1 cache while every
 /// tile of the piece's rows walks it.
@@ -289,7 +290,7 @@ impl<'a> Out<'a> {
 }
 
 impl Product<'_> {
-    /// Rows `rows` and panels `panels` of C, compiled for AVX2 and FMA when the CPU has them: for
+    /// Rows `rows` and panels `panels` of C, compiled for the CPU's vector instructions: for
     /// each block of k in order, each panel is packed once and every tile of the rows walks it.
     fn piece(&self, out: Out, rows: Range<usize>, panels: Range<usize>) {
         with_buffer(&PACKED_B, |packed| {
@@ -300,7 +301,7 @@ impl Product<'_> {
         })
     }
 
-    /// [`Product::piece`]'s loops, as plain code (the tests run them without AVX2 too).
+    /// [`Product::piece`]'s loops, as plain code (the tests run them without AVX2 or AVX-512 too).
     #[inline(always)]
     fn blocks(&self, out: Out, rows: Range<usize>, panels: Range<usize>, packed: &mut Vec<f32>) {
         let (k, n) = (self.k, self.n);
@@ -505,26 +506,49 @@ fn multiply_add_terms<const R: usize>(
 }
 // ANCHOR_END: matmul
 
-/// Runs a loop compiled for AVX2 and FMA when the CPU has both. Elementwise work gives the same
-/// bits at any vector width (each lane does one element's operations in order), and `mul_add` is
-/// the same exactly rounded fused multiply-add with or without the FMA instruction, so this only
-/// changes the speed.
+/// Runs a loop compiled for the widest vector instructions the CPU has ([`lanes`]): AVX-512
+/// (sixteen f32 per register, and 32 registers), or AVX2 and FMA (eight f32, 16 registers), or
+/// plain x86-64 code. Elementwise work gives the same bits at any vector width (each lane does one
+/// element's operations in order), and `mul_add` is the same exactly rounded fused multiply-add with
+/// or without the FMA instruction, so this only changes the speed.
 ///
-/// Only code inlined into the function below is compiled for AVX2 and FMA, so callers mark the
-/// closure `#[inline(always)]` and keep its loops inside it: a large closure left to the inliner's
-/// judgement, or a helper it calls that is not inlined, runs as plain SSE2 code.
+/// Only code inlined into the functions below is compiled for those instructions, so callers mark
+/// the closure `#[inline(always)]` and keep its loops inside it: a large closure left to the
+/// inliner's judgement, or a helper it calls that is not inlined, runs as plain SSE2 code.
 #[inline(always)]
 pub fn vectorised<R>(f: impl FnOnce() -> R) -> R {
     #[cfg(target_arch = "x86_64")]
-    if simd() {
-        #[target_feature(enable = "avx2,fma")]
-        fn avx2_fma<R>(f: impl FnOnce() -> R) -> R {
-            f()
+    match lanes() {
+        Lanes::Avx512 => {
+            #[target_feature(enable = "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")]
+            fn avx512<R>(f: impl FnOnce() -> R) -> R {
+                f()
+            }
+            // SAFETY: the CPU supports all of these, checked by `lanes`.
+            return unsafe { avx512(f) };
         }
-        // SAFETY: the CPU supports AVX2 and FMA, checked by `simd`.
-        return unsafe { avx2_fma(f) };
+        Lanes::Avx2 => {
+            #[target_feature(enable = "avx2,fma")]
+            fn avx2_fma<R>(f: impl FnOnce() -> R) -> R {
+                f()
+            }
+            // SAFETY: the CPU supports AVX2 and FMA, checked by `lanes`.
+            return unsafe { avx2_fma(f) };
+        }
+        Lanes::Portable => {}
     }
     f()
+}
+
+/// The vector instructions [`vectorised`] compiles its loops for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lanes {
+    /// AVX-512 (F, VL, BW and DQ), with AVX2 and FMA.
+    Avx512,
+    /// AVX2 and FMA.
+    Avx2,
+    /// Neither: plain code, and `mul_add` in software.
+    Portable,
 }
 
 /// Set this environment variable to run the fast layer without AVX2 and FMA, as on a CPU that has
@@ -532,20 +556,37 @@ pub fn vectorised<R>(f: impl FnOnce() -> R) -> R {
 /// (`tests/s5_layers.rs` checks), only slower.
 pub const PORTABLE_VAR: &str = "ATTENTION_PORTABLE";
 
-/// Whether [`vectorised`] uses AVX2 and FMA: on x86-64, when the CPU has both and [`PORTABLE_VAR`]
-/// is not set.
-pub fn simd() -> bool {
+/// Set this environment variable to run the fast layer with AVX2 and FMA where the CPU also has
+/// AVX-512, as on a CPU without it. The bits stay the same (`tests/s5_layers.rs` checks).
+pub const AVX2_VAR: &str = "ATTENTION_AVX2";
+
+/// What [`vectorised`] uses: on x86-64, the widest of [`Lanes`] that the CPU has and that neither
+/// [`PORTABLE_VAR`] nor [`AVX2_VAR`] rules out; elsewhere, plain code.
+pub fn lanes() -> Lanes {
     #[cfg(target_arch = "x86_64")]
     {
-        static SIMD: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        *SIMD.get_or_init(|| {
-            std::env::var_os(PORTABLE_VAR).is_none()
-                && std::arch::is_x86_feature_detected!("avx2")
-                && std::arch::is_x86_feature_detected!("fma")
+        static LANES: std::sync::OnceLock<Lanes> = std::sync::OnceLock::new();
+        *LANES.get_or_init(|| {
+            use std::arch::is_x86_feature_detected as has;
+            let set = |var| std::env::var_os(var).is_some();
+            if set(PORTABLE_VAR) || !(has!("avx2") && has!("fma")) {
+                Lanes::Portable
+            } else if set(AVX2_VAR)
+                || !(has!("avx512f") && has!("avx512vl") && has!("avx512bw") && has!("avx512dq"))
+            {
+                Lanes::Avx2
+            } else {
+                Lanes::Avx512
+            }
         })
     }
     #[cfg(not(target_arch = "x86_64"))]
-    false
+    Lanes::Portable
+}
+
+/// Whether [`vectorised`] uses vector instructions and the FMA instruction at all.
+pub fn simd() -> bool {
+    lanes() != Lanes::Portable
 }
 
 /// Below this |x| (2⁻¹⁴), `libm::expf(x)` is `1 + x`.
@@ -560,9 +601,9 @@ pub fn expf_covers(x: f32) -> bool {
 }
 
 /// `libm::expf` (FreeBSD's `e_expf.c`) with its branches turned into selects, so that a loop of
-/// them runs eight lanes per AVX2 instruction. Every lane does the operations the library does for
-/// its `x`, so the bits are the library's wherever [`expf_covers`] holds; the tests check every
-/// such float32. The caller takes the library's own call for the rest.
+/// them runs eight lanes per AVX2 instruction (sixteen per AVX-512 one). Every lane does the
+/// operations the library does for its `x`, so the bits are the library's wherever [`expf_covers`]
+/// holds; the tests check every such float32. The caller takes the library's own call for the rest.
 #[inline(always)]
 pub fn expf(x: f32) -> f32 {
     const LN2_HI: f32 = 6.931_457_5e-1;

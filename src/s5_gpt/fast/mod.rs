@@ -3,7 +3,7 @@
 //!
 //! | module | what it adds | why the bits stay the same |
 //! |---|---|---|
-//! | [`kernels`] | matrix products in 6×16 tiles over blocks of k, B packed panel by panel; AVX2 and FMA loops | each output still adds its terms in the lesson's order, each with one fused multiply-add |
+//! | [`kernels`] | matrix products in 6×16 tiles over blocks of k, B packed panel by panel; AVX-512 or AVX2 loops, with FMA | each output still adds its terms in the lesson's order, each with one fused multiply-add |
 //! | [`layers`] | scale, mask, heads, transpose, dropout and LayerNorm on the threads | each band runs the lesson's operations on whole rows, matrices or columns |
 //! | [`team`] | the calling thread plus spinning helpers | work is split only along independent outputs, never inside a sum |
 //! | [`pool`] | buffers reused from step to step | every buffer is overwritten in full before it is read |
@@ -200,13 +200,13 @@ impl Backend for Fast {
 /// Below this, `expf` is exactly +0 in float32 (it underflows below about −103.97).
 const EXP_ZERO_BELOW: f32 = -104.0;
 
-/// The lesson's softmax of one row. The exponentials come from [`kernels::expf`], eight at a time,
+/// The lesson's softmax of one row. The exponentials come from [`kernels::expf`], a vector at a time,
 /// and from `libm::expf` itself where that one does not cover (near underflow), or 0 where the
 /// library gives exactly 0 (masked scores): the library's bits either way.
 #[inline(always)]
 fn softmax_row(x: &[f32], out: &mut [f32]) {
     let max = row_max(x);
-    // Selects, not branches, so that the loop runs eight lanes at a time; `rare` notes a score
+    // Selects, not branches, so that the loop runs a vector of lanes at a time; `rare` notes a score
     // near underflow (or NaN), which takes the library's own call below.
     let mut rare = false;
     for (o, &v) in out.iter_mut().zip(x) {
@@ -287,9 +287,9 @@ fn block_per_thread(len: usize) -> usize {
     layers::per_band(len.div_ceil(64), 64) * 64
 }
 
-/// The lesson's GELU forward, a block of elements per thread. Compiled for AVX2, the lesson's own
-/// loop runs eight elements per instruction: [`ops::tanh`] computes both of its branches and then
-/// picks one, so each lane does exactly the scalar operations.
+/// The lesson's GELU forward, a block of elements per thread. Compiled for AVX-512 (or AVX2), the
+/// lesson's own loop runs sixteen (or eight) elements per instruction: [`ops::tanh`] computes both
+/// of its branches and then picks one, so each lane does exactly the scalar operations.
 fn gelu(out: &mut [f32], tanh: &mut [f32], x: &[f32]) {
     let block = block_per_thread(out.len());
     let blocks = out.chunks_mut(block).zip(tanh.chunks_mut(block));
@@ -346,7 +346,7 @@ fn linear_backward(
 /// Elements per piece of work when the threads share out AdamW's update.
 const BLOCK: usize = 8192;
 
-/// The lesson's AdamW update, in blocks of elements shared among the threads, each in AVX2 lanes.
+/// The lesson's AdamW update, in blocks of elements shared among the threads, each in vector lanes.
 fn adamw_update(
     params: &mut [Tensor],
     grads: &[Vec<f32>],
