@@ -614,7 +614,12 @@ pub fn expf(x: f32) -> f32 {
     let sign = (x.to_bits() >> 31) as i32;
     let half = if sign == 0 { 0.5 } else { -0.5 };
     let k = if hx > 0x3f85_1592 {
-        (std::f32::consts::LOG2_E * x + half) as i32 // |x| > 1.5 ln 2
+        // |x| > 1.5 ln 2. `as i32` would check each lane for NaN and overflow one at a time; the
+        // clamp makes every value safe to convert in lanes, and changes none where `expf` covers x
+        // (there |t| < 127).
+        let t = (std::f32::consts::LOG2_E * x + half).max(-256.0).min(256.0);
+        // SAFETY: `t` is finite and within i32's range: the clamp turns NaN into −256.
+        unsafe { t.to_int_unchecked::<i32>() }
     } else if hx > 0x3eb1_7218 {
         1 - sign - sign // 0.5 ln 2 < |x| ≤ 1.5 ln 2
     } else {
