@@ -616,7 +616,8 @@ pub fn expf(x: f32) -> f32 {
     let k = if hx > 0x3f85_1592 {
         // |x| > 1.5 ln 2. `as i32` would check each lane for NaN and overflow one at a time; the
         // clamp makes every value safe to convert in lanes, and changes none where `expf` covers x
-        // (there |t| < 127).
+        // (there |t| < 127). `f32::clamp` would keep a NaN; `max` turns it into −256.
+        #[allow(clippy::manual_clamp)]
         let t = (std::f32::consts::LOG2_E * x + half).max(-256.0).min(256.0);
         // SAFETY: `t` is finite and within i32's range: the clamp turns NaN into −256.
         unsafe { t.to_int_unchecked::<i32>() }
