@@ -584,11 +584,6 @@ pub fn lanes() -> Lanes {
     Lanes::Portable
 }
 
-/// Whether [`vectorised`] uses vector instructions and the FMA instruction at all.
-pub fn simd() -> bool {
-    lanes() != Lanes::Portable
-}
-
 /// Below this |x| (2⁻¹⁴), `libm::expf(x)` is `1 + x`.
 const EXPF_TINY: u32 = 0x3900_0000;
 /// From this |x| (about 87.34) on, `libm::expf` takes its overflow and subnormal paths.
