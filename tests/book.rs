@@ -294,7 +294,8 @@ fn check_lesson_blocks(blocks: &[(String, String)]) {
     }
 }
 
-/// The chapters of stages 1–4, which follow the first seed text.
+/// The chapters of stages 1–4, which follow chapter 3 of rasbt's *Build a Large Language Model (From
+/// Scratch)*.
 const CHAPTERS_1_TO_4: [&str; 4] = [
     "s1_simple.md",
     "s2_trainable.md",
@@ -302,19 +303,23 @@ const CHAPTERS_1_TO_4: [&str; 4] = [
     "s4_multihead.md",
 ];
 
-/// The section titles of the first seed text (`000_…`) that stages 1–4 follow, exactly as it writes them.
-const SEED_SECTIONS: [&str; 10] = [
-    "1.1 简单注意力机制",
-    "1.2 为所有输入token计算注意力权重",
-    "2. 实现带可训练权重的自注意力",
-    "2.1 SelfAttention_v1：基础实现",
-    "2.2 SelfAttention_v2：使用nn.Linear",
-    "3.1 应用因果注意力掩码",
-    "3.2 使用Dropout掩码额外注意力权重",
-    "3.3 实现紧凑的因果自注意力类",
-    "4.1 MultiHeadAttentionWrapper",
-    "not in the seed",
+/// Every stage's chapter: each ends with exercises.
+const STAGE_CHAPTERS: [&str; 5] = [
+    "s1_simple.md",
+    "s2_trainable.md",
+    "s3_causal.md",
+    "s4_multihead.md",
+    "s5_gpt.md",
 ];
+
+/// What a caption's second part may name: a section of rasbt's chapter 3 (`§3.3.1`), one of its
+/// exercises, or nothing in the book at all.
+fn names_a_source_section(part: &str) -> bool {
+    let section = part
+        .strip_prefix("§3.")
+        .is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit()));
+    section || part.starts_with("Exercise 3.") || part == "not in the book"
+}
 
 /// How an output block's caption starts: Markdown, so that it is translated with the rest of the text.
 const CAPTION: &str = "Output of `";
@@ -417,13 +422,11 @@ fn chapters_1_to_4_show_each_output_after_its_code_with_a_caption() {
                 "{what}: the caption names the Rust code: {}",
                 block.caption
             );
-            let seed = block.caption.split(" · ").nth(1).unwrap_or_default();
-            let seed = seed.strip_prefix("seed ").unwrap_or(seed);
+            let section = block.caption.split(" · ").nth(1).unwrap_or_default();
             assert!(
-                SEED_SECTIONS
-                    .iter()
-                    .any(|section| seed.starts_with(section)),
-                "{what}: the caption names a section of the seed, as the seed writes it: {seed}"
+                names_a_source_section(section),
+                "{what}: the caption names the book's section (§3.3.1), an exercise (Exercise 3.1) \
+                 or says \"not in the book\": {section:?}"
             );
             let after_code = block
                 .after
@@ -467,12 +470,15 @@ fn every_output_snapshot_of_stages_1_to_4_is_in_its_chapter() {
 #[test]
 fn output_blocks_are_found_with_their_caption_and_code() {
     let text = "```rust,ignore\n{{#include a.rs:x}}\n```\n\n<div class=\"output-caption\">\n\n\
-                Output of `x` · seed 1.1\n\n</div>\n\n```text\n\
+                Output of `x` · §3.3.1\n\n</div>\n\n```text\n\
                 {{#include ../../tests/snapshots/s1_simple__x.snap:5:}}\n```\n";
     let blocks = output_blocks(text);
     assert_eq!(blocks.len(), 1);
     assert_eq!(blocks[0].snapshot, "s1_simple__x.snap");
-    assert_eq!(blocks[0].caption, "Output of `x` · seed 1.1");
+    assert_eq!(blocks[0].caption, "Output of `x` · §3.3.1");
+    assert!(names_a_source_section("§3.3.1"));
+    assert!(!names_a_source_section("§3."));
+    assert!(!names_a_source_section("1.1 简单注意力机制"));
     assert!(blocks[0].styled);
     assert_eq!(blocks[0].after.as_deref(), Some("rust,ignore"));
     let prose = "```rust\nlet a = 1;\n```\n\nSome prose.\n\n<div class=\"output-caption\">\n\n\
@@ -553,7 +559,7 @@ fn the_ablation_chapter_quotes_only_computed_losses() {
         quoted_losses("loss 2.0408, not 12.34567 or 1.5"),
         ["2.0408"]
     );
-    // 2.0406 is the tutorial's own published figure, quoted from the seed text.
+    // 2.0406 is the tutorial's own published figure (Appendix A derives it from the GPTmini notebook).
     let typed: Vec<&String> = quoted
         .iter()
         .filter(|q| *q != "2.0406" && !computed.contains(q.as_str()))
@@ -561,5 +567,171 @@ fn the_ablation_chapter_quotes_only_computed_losses() {
     assert!(
         typed.is_empty(),
         "s5_beyond.md quotes {typed:?}, which no generated table holds; run the ablation example"
+    );
+}
+
+/// The text after a chapter's last `## ` heading, if that heading is `## Exercises`.
+fn exercises_section(text: &str) -> Option<&str> {
+    let mut in_code = false;
+    let mut last = None;
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        if line.starts_with("```") {
+            in_code = !in_code;
+        }
+        if !in_code && line.starts_with("## ") {
+            last = Some((line.trim_end(), offset + line.len()));
+        }
+        offset += line.len();
+    }
+    match last {
+        Some(("## Exercises", start)) => Some(&text[start..]),
+        _ => None,
+    }
+}
+
+#[test]
+fn every_stage_chapter_ends_with_exercises_whose_solutions_are_folded_crate_code() {
+    for name in STAGE_CHAPTERS {
+        let text = fs::read_to_string(book_src().join(name)).unwrap();
+        let section = exercises_section(&text)
+            .unwrap_or_else(|| panic!("{name} ends with a section `## Exercises`"));
+        let solutions: Vec<&str> = section
+            .split("<details>")
+            .skip(1)
+            .map(|rest| &rest[..rest.find("</details>").expect("a <details> block closes")])
+            .collect();
+        assert!(
+            solutions.len() >= 2,
+            "{name}: two or three exercises, each solution folded in <details>"
+        );
+        for solution in solutions {
+            let code = includes_in(&book_src().join(name), solution);
+            let crate_code = code.iter().any(|include| {
+                let path = include.path.to_string_lossy();
+                path.contains("/src/") && path.ends_with(".rs")
+            });
+            assert!(
+                crate_code,
+                "{name}: each folded solution shows the crate's code (an include from src/), \
+                 which a test runs:\n{solution}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_exercises_section_is_found_only_at_the_end() {
+    assert!(exercises_section("# A\n## Exercises\nx\n").is_some());
+    assert!(exercises_section("# A\n## Exercises\nx\n## Run it\n").is_none());
+    assert!(exercises_section("# A\n## Exercises\n```\n## not a heading\n```\n").is_some());
+}
+
+/// Words that point a reader at texts they cannot open: the descriptions the project started from. The
+/// random generators' seeds (`--seed`, `torch.manual_seed`) keep their name.
+const PRIVATE_SOURCE_WORDS: [&str; 11] = [
+    "seed text",
+    "种子文本",
+    "第一份种子",
+    "第二份种子",
+    "000_…",
+    "002_…",
+    "`000_",
+    "`002_",
+    "the seed's",
+    "second seed",
+    "first seed",
+];
+
+fn private_source_words(text: &str) -> Vec<&'static str> {
+    let lower = text.to_lowercase();
+    PRIVATE_SOURCE_WORDS
+        .into_iter()
+        .filter(|word| lower.contains(&word.to_lowercase()))
+        .collect()
+}
+
+/// Every file under `dir` whose name ends with one of `extensions`.
+fn files_under(dir: &Path, extensions: &[&str]) -> Vec<PathBuf> {
+    let mut found = vec![];
+    for entry in fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            found.extend(files_under(&path, extensions));
+        } else if extensions
+            .iter()
+            .any(|e| path.to_string_lossy().ends_with(e))
+        {
+            found.push(path);
+        }
+    }
+    found
+}
+
+#[test]
+fn nothing_a_reader_sees_cites_texts_they_cannot_open() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = files_under(&book_src(), &[".md"]);
+    files.extend(files_under(&root.join("book/po"), &[".po"]));
+    files.extend(files_under(&root.join("book/theme"), &[".js"]));
+    files.extend(files_under(&root.join("src"), &[".rs"]));
+    files.extend(files_under(&root.join("examples"), &[".rs"]));
+    files.push(root.join("README.md"));
+    files.push(root.join("data/README.md"));
+    let mut found = vec![];
+    for file in files {
+        let text = fs::read_to_string(&file).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            let words = private_source_words(line);
+            if !words.is_empty() {
+                found.push(format!("{}:{}: {words:?}", file.display(), n + 1));
+            }
+        }
+    }
+    assert_eq!(
+        private_source_words("The Seed Text's test()"),
+        ["seed text"]
+    );
+    assert!(private_source_words("torch.manual_seed(123); --seed 7; 100_000_000").is_empty());
+    assert!(
+        found.is_empty(),
+        "cite the public sources (rasbt's chapter 3, GPTmini's chapter), not:\n{}",
+        found.join("\n")
+    );
+}
+
+/// The Han characters of `text` (CJK ideographs and CJK punctuation).
+fn chinese_characters(text: &str) -> usize {
+    text.chars()
+        .filter(|c| matches!(*c as u32, 0x3000..=0x303F | 0x4E00..=0x9FFF | 0xFF00..=0xFFEF))
+        .count()
+}
+
+/// A cited title's worth: 《从零构建大模型》, 《从零开始大模型》 and the chapter 因果注意力.
+const CITED_TITLES: usize = 24;
+
+#[test]
+fn the_english_edition_is_in_english() {
+    assert_eq!(chinese_characters("《从零开始大模型》, a title"), 9);
+    let mut long = vec![];
+    for chapter in chapters() {
+        let name = chapter.file_name().unwrap().to_string_lossy().into_owned();
+        if name == "glossary.md" {
+            continue;
+        }
+        let mut text = fs::read_to_string(&chapter).unwrap();
+        // What the chapter includes is on its page too: the crate's code, outputs and English tables.
+        for include in includes(&chapter) {
+            text.push_str(&fs::read_to_string(&include.path).unwrap_or_default());
+        }
+        let count = chinese_characters(&text);
+        if count > CITED_TITLES {
+            long.push(format!("{name}: {count} Chinese characters"));
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "the English edition keeps Chinese to the glossary and cited titles:\n{}",
+        long.join("\n")
     );
 }
