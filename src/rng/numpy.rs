@@ -1,8 +1,9 @@
 //! A replay of NumPy's legacy global generator: `np.random.seed`, `random_sample`, `randn` and
 //! `choice(…, p=…)`, bit for bit.
 //!
-//! Stage 5 follows a NumPy tutorial that calls `np.random.seed(42)` once and then draws every
-//! weight with `np.random.randn` and every generated character with `np.random.choice`. NumPy's
+//! Stage 5 follows GPTmini's chapter on causal attention, written in NumPy, which calls
+//! `np.random.seed(42)` once and then draws every weight with `np.random.randn` and every generated
+//! character with `np.random.choice`. NumPy's
 //! legacy `RandomState` is an [`Mt19937`] seeded with `init_genrand`, so replaying it takes three
 //! small recipes:
 //!

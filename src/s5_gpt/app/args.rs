@@ -16,7 +16,7 @@ use crate::s5_gpt::model::Architecture;
 use crate::s5_gpt::ops::MASK_VALUE;
 use crate::s5_gpt::train::Recipe;
 
-/// Train the tiny GPT of the NumPy causal-attention chapter, test it, and sample from it.
+/// Train the tiny GPT of GPTmini's chapter on causal attention, test it, and sample from it.
 ///
 /// Without a subcommand this is the chapter: 31,368 steps on Tiny Shakespeare, the test loss, and
 /// 512 characters after "ROMEO:". `train`, `eval` and `generate` do the same in parts, with
