@@ -1,6 +1,6 @@
 //! Fast layer. The matrix product kernel and vector lanes.
 //!
-//! The seed tutorial multiplies with `@` (OpenBLAS) and sums with `np.sum`. Neither order of
+//! The tutorial multiplies with `@` (OpenBLAS) and sums with `np.sum`. Neither order of
 //! additions is fixed across machines, so this module fixes its own:
 //!
 //! * [`matmul`] computes every `c[i][j]` as `fma(a[i][k−1], b[k−1][j], … fma(a[i][1], b[1][j],
