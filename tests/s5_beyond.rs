@@ -2,10 +2,13 @@
 //! trains 300 steps instead of 31,368, so the losses are early ones; `examples/ablation.rs` writes the
 //! book's full-length tables with the same code.
 
+use std::sync::atomic::AtomicBool;
+
 use attention_from_scratch::lang::Lang;
 use attention_from_scratch::s5_gpt::app::ablation::{
     ALL_OF_THEM, TUTORIAL, mask_table, mask_value_0, measure, table, variants,
 };
+use attention_from_scratch::s5_gpt::app::args::Cli;
 
 const STEPS: usize = 300;
 
@@ -43,4 +46,27 @@ fn short_ablation() {
         mask_table(Lang::En, &[(tutorial, &zero[0]), (everything, &zero[1])])
     );
     insta::assert_snapshot!(text);
+}
+
+/// What `s5_gpt ARGS…` prints (on stdout; `--quiet` hides the progress bar on stderr).
+fn s5_gpt(args: &[&str]) -> String {
+    let argv = std::iter::once("s5_gpt").chain(args.iter().copied());
+    let cli = Cli::try_parse_args(argv).expect("the test's flags parse");
+    let mut out = Vec::new();
+    cli.run(&mut out, &AtomicBool::new(false))
+        .unwrap_or_else(|e| panic!("s5_gpt {args:?}: {e}"));
+    String::from_utf8(out).unwrap()
+}
+
+/// The chapter's "Try it": the model with heads, residual connections and LayerNorm, and the tutorial's,
+/// each trained for 3,000 steps.
+#[test]
+fn try_it_for_3000_steps() {
+    let everything = ["--heads", "4", "--residual", "--layer-norm"];
+    let steps = ["--max-steps", "3000", "--quiet"];
+    insta::assert_snapshot!(
+        "try_it_everything",
+        s5_gpt(&[&everything[..], &steps].concat())
+    );
+    insta::assert_snapshot!("try_it_tutorial", s5_gpt(&steps));
 }

@@ -373,10 +373,13 @@ fn temperature_and_top_k_change_the_sample() {
 }
 
 /// The two samples the book sets side by side: one checkpoint (12,000 steps), drawn cold and narrow, then hot.
+/// The book also shows what training it printed, without what changes from run to run.
 #[test]
 fn a_cold_and_a_hot_sample_for_the_book() {
     let dir = scratch("cold_and_hot");
-    train_into(&dir, 12_000);
+    let args = ["train", "--save", path(&dir), "--max-steps", "12000"];
+    let log = ok(&[&args[..], &["--quiet"]].concat());
+    insta::assert_snapshot!("train_log", without_times(&log, &dir));
     let sample = |extra: &[&str]| {
         let args = [
             "generate",
@@ -394,6 +397,27 @@ fn a_cold_and_a_hot_sample_for_the_book() {
         sample(&["--temperature", "0.5", "--top-k", "5"])
     );
     insta::assert_snapshot!("sample_hot", sample(&["--temperature", "1.5"]));
+}
+
+/// What `train` printed, as the book shows it: each log line without its time per step, and without the
+/// last line, which names the checkpoint folder `dir` (a scratch folder here).
+fn without_times(log: &str, dir: &Path) -> String {
+    let mut lines: Vec<&str> = log.lines().collect();
+    assert_eq!(
+        lines.pop(),
+        Some(format!("saved {}", dir.display()).as_str())
+    );
+    let cut = |line: &str| {
+        if !line.starts_with("step ") {
+            return line.to_string();
+        }
+        let timed = line
+            .strip_suffix(" ms/step")
+            .expect("a log line ends with its time");
+        timed[..timed.rfind(", ").expect("the time follows the lr")].to_string()
+    };
+    let lines: Vec<String> = lines.into_iter().map(cut).collect();
+    lines.join("\n")
 }
 
 #[test]
@@ -494,6 +518,60 @@ fn bad_settings_are_named_with_their_fix() {
         let msg = fails(args);
         assert!(msg.contains(expect), "{args:?}: {msg}");
     }
+}
+
+/// The mistakes the book shows, each with what `s5_gpt` prints on stderr. Each runs as a real program in a
+/// folder that holds a checkpoint `runs/tiny`, so that the paths it names are the ones a reader types.
+#[test]
+fn the_errors_the_book_shows() {
+    run_if_child();
+    let folder = scratch("book_errors");
+    let tiny = folder.join("runs/tiny");
+    train_into(&tiny, 3);
+    let test = "the_errors_the_book_shows";
+    let mut shown = vec![];
+    let mut show = |args: &[&str]| {
+        let shell: Vec<String> = args.iter().map(|a| shell_word(a)).collect();
+        let error = s5_gpt_fails(test, &folder, args);
+        shown.push(format!("$ s5_gpt {}\n{error}", shell.join(" ")));
+    };
+    show(&["generate", "--checkpoint", "runs/tiny", "--prompt", "¿Qué?"]);
+    show(&["train", "--context-size", "100000"]);
+    show(&["train", "--heads", "3"]);
+    show(&["train", "--lr", "1e30"]);
+    show(&["train", "--save", "runs/tiny"]);
+    show(&["train", "--resume", "runs/tiny", "--blocks", "3"]);
+    show(&["train", "--resume", "runs/tiny", "--residual"]);
+    let model = bytes(&tiny, MODEL_FILE);
+    std::fs::write(tiny.join(MODEL_FILE), &model[..model.len() / 2]).unwrap();
+    show(&["eval", "--checkpoint", "runs/tiny"]);
+    insta::assert_snapshot!("errors", shown.join("\n\n"));
+}
+
+/// `arg` as a shell reads it: quoted when it holds anything but letters, digits and `-./_=`.
+fn shell_word(arg: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "-./_=".contains(c);
+    if arg.chars().all(plain) {
+        arg.to_string()
+    } else {
+        format!("\"{arg}\"")
+    }
+}
+
+/// Runs `s5_gpt ARGS…` as a program in `dir`, checks that it fails with status 1 and one line on stderr,
+/// and returns that line.
+fn s5_gpt_fails(test: &str, dir: &Path, args: &[&str]) -> String {
+    let output = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", test, "--nocapture", "--test-threads", "1"])
+        .env(CHILD_ARGS, args.join("\n"))
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert_eq!(output.status.code(), Some(1), "{args:?}: {stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+    assert!(stderr.starts_with("error: "), "{args:?}: {stderr}");
+    stderr.trim_end().to_string()
 }
 
 #[test]
