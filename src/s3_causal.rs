@@ -1,4 +1,4 @@
-//! Stage 3 (§3.5, "Hiding future words with causal attention").
+//! Stage 3: §3.5 of the book, "Hiding future words with causal attention".
 //!
 //! A language model predicts the next token, so while it reads token `t` it must not look at tokens
 //! after `t`. This stage takes stage 2's [`SelfAttentionV2`] and hides the future from it, as §3.5
@@ -14,6 +14,11 @@
 //!    mask built once for `context_length` tokens down to the `T` tokens it is given.
 //! 4. Dropout is for training only: [`CausalAttention::eval`] switches it off for inference, as
 //!    PyTorch's `model.eval()` does. The book says so in words; [`run`] shows it after cell #33.
+//!
+//! The chapter's exercises are [`weights_with_fill`] (a fill of 0 instead of −∞, the question that
+//! ends GPTmini's chapter on causal attention), [`mean_of_dropouts`] (dropout keeps the expected
+//! value) and [`on_first_tokens`] (a mask longer than the input). [`matmul`] and [`project`] only
+//! give ndarray the batched products that PyTorch has built in.
 //!
 //! The dropout masks come from [`Generator::dropout`], PyTorch's default CPU path, so the two
 //! dropout cells print the book's masks. PyTorch 2.4 and older on Linux x86-64 with an Intel CPU
@@ -106,6 +111,7 @@ pub fn mask_future<D: Dimension>(
     mut scores: Array<f32, D>,
     future: &ArrayView2<bool>,
 ) -> Array<f32, D> {
+    // ndarray has no `masked_fill`; `zip_mut_with` visits each score with its mask entry.
     scores.zip_mut_with(future, |score, &is_future| {
         if is_future {
             *score = f32::NEG_INFINITY;
@@ -116,6 +122,8 @@ pub fn mask_future<D: Dimension>(
 // ANCHOR_END: causal_mask
 
 // ANCHOR: batched_helpers
+// Why these exist: ndarray's `dot` multiplies 2-D matrices only, while PyTorch's `@` also batches
+// over the leading axes.
 /// `a @ b` over the last two axes, for any number of leading batch axes (B, or B and H) of equal
 /// sizes, as `torch.matmul` does: each `(T, K)` matrix of `a` is multiplied by the matching
 /// `(K, N)` matrix of `b`.
@@ -158,6 +166,8 @@ fn matmul_into(a: &ArrayViewD<f32>, b: &ArrayViewD<f32>, mut product: ArrayViewM
     }
 }
 
+// Why this exists: `nn.Linear` accepts any leading axes, while stage 2's `Linear` takes a `(T, C)`
+// matrix.
 /// `linear(x)` on a batch: stage 2's `Linear` works on `(T, C)`, and a batch of `B` such matrices
 /// is one `(B·T, C)` matrix, which is all `nn.Linear` does with the extra axis. (B, T, C) -> (B, T,
 /// C').
@@ -248,6 +258,57 @@ impl CausalAttention {
     }
 }
 // ANCHOR_END: eval
+
+// ANCHOR: exercise_fill
+/// Exercise: the causal weights with `fill` written above the diagonal of the `(T, T)` scores in
+/// place of −∞, then scaled and softmaxed as [`CausalAttention`] does. −1e9 gives the weights of
+/// −∞, since `exp(−1e9)` is 0 in `f32`; 0 does not, since `exp(0)` is 1.
+pub fn weights_with_fill(scores: &Array2<f32>, d_k: f32, fill: f32) -> Array2<f32> {
+    let mut filled = scores.clone(); // (T, T)
+    for ((i, j), score) in filled.indexed_iter_mut() {
+        if j > i {
+            *score = fill; // token i would look at a later token j
+        }
+    }
+    softmax(&(filled / d_k.sqrt())) // (T, T)
+}
+// ANCHOR_END: exercise_fill
+
+// ANCHOR: exercise_dropout_mean
+/// Exercise: the mean of `n` dropout passes over `weights`, each with its own mask from `rng`. A
+/// weight survives with probability 1 − p and is then multiplied by 1/(1 − p), so its expected
+/// value is the weight itself: the mean approaches `weights` as `n` grows.
+pub fn mean_of_dropouts(
+    rng: &mut Generator,
+    weights: &Array2<f32>,
+    p: f64,
+    n: usize,
+) -> Array2<f32> {
+    let mut sum = Array2::<f32>::zeros(weights.dim()); // (T, T)
+    for _ in 0..n {
+        sum += &rng.dropout(weights, p); // a new mask each pass
+    }
+    sum / n as f32 // (T, T)
+}
+// ANCHOR_END: exercise_dropout_mean
+
+// ANCHOR: exercise_first_tokens
+/// Exercise: the book's layer (no dropout) with its mask built for `context_length` tokens, run
+/// on the first `tokens` of the batch's six tokens: (B, tokens, C) -> (B, tokens, d_out). Neither
+/// number changes a row it computes: every mask with `context_length ≥ tokens` has the same
+/// top-left corner, and token i sees only tokens 0..=i, however many follow it.
+pub fn on_first_tokens(
+    seed: u64,
+    context_length: usize,
+    tokens: usize,
+) -> Result<Array3<f32>, Error> {
+    let batch = batch(); // (B, T, C)
+    assert!(tokens <= batch.dim().1, "the batch has 6 tokens");
+    let mut rng = Generator::manual_seed(seed);
+    let ca = CausalAttention::new(&mut rng, batch.dim().2, D_OUT, context_length, 0.0, false);
+    ca.forward(&batch.slice(s![.., ..tokens, ..]), &mut rng) // (B, tokens, d_out)
+}
+// ANCHOR_END: exercise_first_tokens
 
 /// Prints the cells of §3.5 (#24–#33) in the book's order, then dropout in training and at
 /// inference.

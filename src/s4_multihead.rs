@@ -1,4 +1,4 @@
-//! Stage 4 (§3.6, "Extending single-head attention to multi-head attention").
+//! Stage 4: §3.6 of the book, "Extending single-head attention to multi-head attention".
 //!
 //! One causal attention layer looks at the tokens one way. Multi-head attention runs several of
 //! them side by side and concatenates what they find. §3.6 builds it twice:
@@ -11,12 +11,16 @@
 //!    projection mixes the heads.
 //!
 //! The two are the same computation: with the wrapper's head weights stacked into the big
-//! projections and an identity output projection, they give the same numbers (the stage's tests
-//! check this).
+//! projections and an identity output projection ([`MultiHeadAttention::from_wrapper`]), they give
+//! the same numbers (the stage's tests check this).
+//!
+//! The chapter's exercises are the book's Exercise 3.2 ([`two_dimensional_wrapper`]) and
+//! Exercise 3.3 ([`gpt2_sized`], [`MultiHeadAttention::num_parameters`]), and
+//! [`MultiHeadAttention::from_wrapper`].
 
 use std::io::Write;
 
-use ndarray::{Array3, Array4, ArrayView2, ArrayView3, Axis, s};
+use ndarray::{Array1, Array2, Array3, Array4, ArrayView2, ArrayView3, Axis, s};
 
 use crate::print::{cell, heading};
 use crate::rng::torch::Generator;
@@ -153,15 +157,6 @@ impl MultiHeadAttention {
         let y = y.into_shape_with_order(heads).expect("d_out = H·D"); // (B, T, H, D)
         y.permuted_axes([0, 2, 1, 3]) // (B, H, T, D)
     }
-
-    /// The number of weights and biases, counted from the arrays
-    /// (`sum(p.numel() for p in mha.parameters())`).
-    pub fn num_parameters(&self) -> usize {
-        [&self.w_query, &self.w_key, &self.w_value, &self.out_proj]
-            .iter()
-            .map(|l| l.weight.len() + l.bias.as_ref().map_or(0, |b| b.len()))
-            .sum()
-    }
 }
 
 /// Puts the heads side by side again: `transpose(1, 2)` then `view(b, T, d_out)`. (B, H, T, D) ->
@@ -175,6 +170,47 @@ fn merge_heads(context: Array4<f32>) -> Array3<f32> {
         .expect("row-major") // (B, T, H·D)
 }
 // ANCHOR_END: multi_head_attention
+
+// ANCHOR: exercise_from_wrapper
+impl MultiHeadAttention {
+    /// Exercise: the split-heads layer that computes what `wrapper` computes. Head h owns rows
+    /// h·D..(h+1)·D of each wide projection, so the heads' `(D, d_in)` weights are stacked in
+    /// order; `out_proj` becomes the identity, which passes the concatenated heads through. (With
+    /// dropout the two still differ: the wrapper draws one mask per head.)
+    pub fn from_wrapper(wrapper: &MultiHeadAttentionWrapper) -> Self {
+        let heads = &wrapper.heads;
+        let d_out = heads[0].qkv.w_query.weight.nrows() * heads.len(); // H·D
+        MultiHeadAttention {
+            w_query: stack_rows(heads.iter().map(|head| &head.qkv.w_query)),
+            w_key: stack_rows(heads.iter().map(|head| &head.qkv.w_key)),
+            w_value: stack_rows(heads.iter().map(|head| &head.qkv.w_value)),
+            out_proj: Linear {
+                weight: Array2::eye(d_out), // (d_out, d_out)
+                bias: Some(Array1::zeros(d_out)),
+            },
+            num_heads: heads.len(),
+            dropout: heads[0].dropout,
+            mask: heads[0].mask.clone(),
+        }
+    }
+}
+
+/// The heads' `(D, d_in)` layers as one `(H·D, d_in)` layer: head h's rows become rows
+/// h·D..(h+1)·D, and its biases the same entries of the bias.
+fn stack_rows<'a>(layers: impl Iterator<Item = &'a Linear>) -> Linear {
+    let layers: Vec<&Linear> = layers.collect();
+    let weights: Vec<_> = layers.iter().map(|l| l.weight.view()).collect(); // H × (D, d_in)
+    let biases: Option<Vec<_>> = layers
+        .iter()
+        .map(|l| Some(l.bias.as_ref()?.view()))
+        .collect();
+    let same_width = "every head has the same width";
+    Linear {
+        weight: ndarray::concatenate(Axis(0), &weights).expect(same_width), // (H·D, d_in)
+        bias: biases.map(|b| ndarray::concatenate(Axis(0), &b).expect(same_width)), // (H·D)
+    }
+}
+// ANCHOR_END: exercise_from_wrapper
 
 /// Prints the cells of §3.6 (#34–#37) and exercises 3.2 and 3.3, in the book's order.
 pub fn run<W: Write>(out: &mut W, seeds: BookSeeds) -> Result<(), Error> {
@@ -275,21 +311,31 @@ const BOOK_A: [[f32; 4]; 6] = [
     [0.4606, 0.5159, 0.4220, 0.5786],
 ];
 
-/// Exercise 3.2: the wrapper with `d_out = 1` per head, so two heads give 2-dimensional context
-/// vectors.
+// ANCHOR: exercise_3_2
+/// Exercise 3.2: the book's wrapper of two heads with `d_out = 1` per head, so that its context
+/// vectors have 2 columns, as many as `MultiHeadAttention`'s with `d_out = 2`. Only the argument
+/// changes: the width of the output is the heads' widths added up.
+pub fn two_dimensional_wrapper(
+    rng: &mut Generator,
+    d_in: usize,
+    context_length: usize,
+) -> MultiHeadAttentionWrapper {
+    let d_out = 1; // per head: two heads give 2 columns
+    MultiHeadAttentionWrapper::new(rng, d_in, d_out, context_length, 0.0, 2, false)
+}
+// ANCHOR_END: exercise_3_2
+
+/// Exercise 3.2 on the batch: context vectors of 2 columns.
 fn exercise_3_2<W: Write>(out: &mut W, seeds: BookSeeds) -> Result<(), Error> {
     heading(
         out,
         "Exercise 3.2 Returning two-dimensional embedding vectors",
     )?;
     let batch = batch(); // (B, T, C)
-    // ANCHOR: exercise_3_2
     let (_, context_length, d_in) = batch.dim();
     let mut rng = Generator::manual_seed(seeds.seed_123);
-    let d_out = 1; // per head: two heads give D_OUT = 2 columns
-    let mha = MultiHeadAttentionWrapper::new(&mut rng, d_in, d_out, context_length, 0.0, 2, false);
+    let mha = two_dimensional_wrapper(&mut rng, d_in, context_length);
     let context_vecs = mha.forward(&batch.view(), &mut rng)?; // (B, T, 2)
-    // ANCHOR_END: exercise_3_2
     cell(
         out,
         "exercise 3.2",
@@ -299,18 +345,33 @@ fn exercise_3_2<W: Write>(out: &mut W, seeds: BookSeeds) -> Result<(), Error> {
     Ok(())
 }
 
-/// Exercise 3.3: a GPT-2-sized layer (768 wide, 12 heads, 1024 tokens of context) and its parameter
-/// count.
+// ANCHOR: exercise_3_3
+/// Exercise 3.3: a layer of the smallest GPT-2's size, 768 wide with 12 heads of 64 columns, for
+/// a context of 1,024 tokens.
+pub fn gpt2_sized(rng: &mut Generator) -> Result<MultiHeadAttention, Error> {
+    MultiHeadAttention::new(rng, 768, 768, 1024, 0.0, 12, false)
+}
+
+impl MultiHeadAttention {
+    /// The number of weights and biases, counted from the arrays
+    /// (`sum(p.numel() for p in mha.parameters())`).
+    pub fn num_parameters(&self) -> usize {
+        [&self.w_query, &self.w_key, &self.w_value, &self.out_proj]
+            .iter()
+            .map(|l| l.weight.len() + l.bias.as_ref().map_or(0, |b| b.len()))
+            .sum()
+    }
+}
+// ANCHOR_END: exercise_3_3
+
+/// Exercise 3.3: the GPT-2-sized layer's parameter count.
 fn exercise_3_3<W: Write>(out: &mut W, seeds: BookSeeds) -> Result<(), Error> {
     heading(
         out,
         "Exercise 3.3 Initializing GPT-2 size attention modules",
     )?;
-    // ANCHOR: exercise_3_3
     let mut rng = Generator::manual_seed(seeds.seed_123);
-    let mha = MultiHeadAttention::new(&mut rng, 768, 768, 1024, 0.0, 12, false)?;
-    let num_parameters = mha.num_parameters();
-    // ANCHOR_END: exercise_3_3
+    let num_parameters = gpt2_sized(&mut rng)?.num_parameters();
     cell(
         out,
         "exercise 3.3",

@@ -2,10 +2,12 @@
 //! cell by cell, the dropout masks, and the behaviour of `CausalAttention`.
 
 use attention_from_scratch::rng::torch::Generator;
+use attention_from_scratch::s2_trainable::{D_OUT, SelfAttentionV2};
 use attention_from_scratch::s3_causal::{
-    self, CausalAttention, CausalMask, allclose, mask_future, matmul, renormalise, tril_ones,
+    self, CausalAttention, CausalMask, allclose, mask_future, matmul, mean_of_dropouts,
+    on_first_tokens, renormalise, tril_ones, weights_with_fill,
 };
-use attention_from_scratch::{BookSeeds, Error};
+use attention_from_scratch::{BookSeeds, Error, print};
 use ndarray::{Array2, Array3, Axis, s};
 
 mod common;
@@ -394,4 +396,109 @@ fn the_seed_flag_recomputes_every_seeded_cell() {
     for tag in ["#25", "#32", "check"] {
         assert!(!differs(tag), "{tag} does not");
     }
+}
+
+/// The book's scores at seed 789 (before the mask) and √d_k's d_k, as §3.5.1 computes them.
+fn book_scores() -> (Array2<f32>, f32) {
+    let inputs = attention_from_scratch::s1_simple::inputs(); // (T, C)
+    let mut rng = Generator::manual_seed(789);
+    let sa_v2 = SelfAttentionV2::new(&mut rng, inputs.ncols(), D_OUT, false);
+    (sa_v2.scores(&inputs.view()), D_OUT as f32)
+}
+
+/// The book's causal weights (cell #29).
+fn book_causal_weights() -> Array2<f32> {
+    let (scores, d_k) = book_scores();
+    weights_with_fill(&scores, d_k, f32::NEG_INFINITY)
+}
+
+/// Exercise: −1e9 masks as −∞ does, bit for bit; 0 gives every future token the weight e⁰/Σ, and
+/// shrinks the past weights by the same factor, which the first method's renormalisation would undo.
+#[test]
+fn exercise_a_fill_of_zero_leaks_weight_to_the_future() {
+    let (scores, d_k) = book_scores();
+    let causal = book_causal_weights();
+    let printed = cell(&cells(&run_stage(BookSeeds::default())), "#29");
+    assert_eq!(print::tensor(&causal), printed, "−∞ gives cell #29");
+    assert_eq!(weights_with_fill(&scores, d_k, -1e9), causal);
+
+    let zero = weights_with_fill(&scores, d_k, 0.0); // (T, T)
+    assert!(!allclose(&zero, &causal));
+    for (i, row) in zero.rows().into_iter().enumerate() {
+        // Σ over the row of exp(score − max), with the future's scores 0.
+        let scaled: Vec<f32> = (0..6)
+            .map(|j| {
+                if j > i {
+                    0.0
+                } else {
+                    scores[(i, j)] / d_k.sqrt()
+                }
+            })
+            .collect();
+        let max = scaled.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+        let sum: f32 = scaled.iter().map(|v| (v - max).exp()).sum();
+        for j in i + 1..6 {
+            let expected = (0.0 - max).exp() / sum;
+            assert!((row[j] - expected).abs() <= 1e-6, "({i}, {j}): {}", row[j]);
+            assert!(row[j] > 0.1, "the future gets weight at ({i}, {j})");
+        }
+    }
+    assert!(allclose(&renormalise(&(&zero * &tril_ones(6))), &causal));
+    insta::assert_snapshot!("exercise_fill_zero", print::tensor(&zero));
+}
+
+/// Exercise: dropout keeps the expected value of every weight. The mean of n masks approaches the
+/// weights, within a few standard errors (a weight w with p = 0.5 has standard deviation w per mask).
+#[test]
+fn exercise_the_mean_of_many_dropout_masks_approaches_the_weights() {
+    let weights = book_causal_weights();
+    let largest_error = |n: usize| {
+        let mean = mean_of_dropouts(&mut Generator::manual_seed(123), &weights, 0.5, n);
+        (mean - &weights).fold(0f32, |m, d| m.max(d.abs()))
+    };
+    let one = mean_of_dropouts(&mut Generator::manual_seed(123), &weights, 0.5, 1);
+    let printed = cell(&cells(&run_stage(BookSeeds::default())), "#31");
+    assert_eq!(print::tensor(&one), printed, "one mask is cell #31");
+
+    let n = 10_000;
+    let mean = mean_of_dropouts(&mut Generator::manual_seed(123), &weights, 0.5, n);
+    for ((i, j), &m) in mean.indexed_iter() {
+        let w = weights[(i, j)];
+        let bound = 4.0 * w / (n as f32).sqrt();
+        assert!((m - w).abs() <= bound, "({i}, {j}): mean {m}, weight {w}");
+    }
+    let errors: Vec<f32> = [10, 100, 1_000, 10_000].map(largest_error).to_vec();
+    assert!(errors[3] < errors[1] && errors[1] < errors[0], "{errors:?}");
+    let mut text = String::new();
+    for (n, error) in [10, 100, 1_000, 10_000].iter().zip(&errors) {
+        text.push_str(&format!(
+            "{n:>6} masks: largest |mean - weight| = {error:.4}\n"
+        ));
+    }
+    text.push_str(&format!("\nmean of 10000 masks:\n{}", print::tensor(&mean)));
+    insta::assert_snapshot!("exercise_dropout_mean", text);
+}
+
+/// Exercise: a mask built for more tokens than the input has, and an input shorter than the batch,
+/// change no row: the first three rows are those of cell #33.
+#[test]
+fn exercise_a_longer_mask_and_fewer_tokens_give_the_same_rows() {
+    let full = on_first_tokens(123, 6, 6).unwrap(); // (B, 6, d_out)
+    let first_3 = on_first_tokens(123, 1024, 3).unwrap(); // (B, 3, d_out)
+    assert_eq!(first_3.dim(), (2, 3, 2));
+    assert!(allclose(&first_3, &full.slice(s![.., ..3, ..]).to_owned()));
+    assert_eq!(on_first_tokens(123, 1024, 6).unwrap(), full);
+    let cell_33 = cell(&cells(&run_stage(BookSeeds::default())), "#33");
+    assert!(
+        cell_33.starts_with(&print::tensor(&full)),
+        "the layer is cell #33's"
+    );
+    assert!(matches!(
+        on_first_tokens(123, 2, 3),
+        Err(Error::ContextTooLong {
+            tokens: 3,
+            context_length: 2
+        })
+    ));
+    insta::assert_snapshot!("exercise_first_tokens", print::tensor(&first_3));
 }

@@ -3,9 +3,11 @@
 
 use attention_from_scratch::rng::torch::Generator;
 use attention_from_scratch::s3_causal::{CausalAttention, allclose, batch};
-use attention_from_scratch::s4_multihead::{self, MultiHeadAttention, MultiHeadAttentionWrapper};
-use attention_from_scratch::{BookSeeds, Error};
-use ndarray::{Array1, Array2, Array3, Axis, s};
+use attention_from_scratch::s4_multihead::{
+    self, MultiHeadAttention, MultiHeadAttentionWrapper, gpt2_sized, two_dimensional_wrapper,
+};
+use attention_from_scratch::{BookSeeds, Error, print};
+use ndarray::{Array3, Axis, s};
 
 mod common;
 
@@ -135,13 +137,25 @@ tensor([[[-0.5740,  0.2216],
          [-0.6424, -0.1065]]])
 context_vecs.shape: torch.Size([2, 6, 2])";
     assert_eq!(cell(&printed, "exercise 3.2"), expected);
+
+    // Each head is stage 3's layer with d_out = 1: head 0 is the one drawn first at seed 123.
+    let batch = batch();
+    let mut rng = Generator::manual_seed(123);
+    let wrapper = two_dimensional_wrapper(&mut rng, 3, 6);
+    let context_vecs = wrapper.forward(&batch.view(), &mut rng).unwrap();
+    assert_eq!(context_vecs.dim(), (2, 6, 2));
+    let mut rng = Generator::manual_seed(123);
+    let head_0 = CausalAttention::new(&mut rng, 3, 1, 6, 0.0, false);
+    let alone = head_0.forward(&batch.view(), &mut rng).unwrap(); // (B, T, 1)
+    assert_eq!(context_vecs.slice(s![.., .., ..1]), alone);
 }
 
 #[test]
 fn exercise_3_3_counts_gpt2_sized_parameters() {
     let mut rng = Generator::manual_seed(123);
-    let mha = MultiHeadAttention::new(&mut rng, 768, 768, 1024, 0.0, 12, false).unwrap();
+    let mha = gpt2_sized(&mut rng).unwrap();
     assert_eq!(mha.head_dim(), 64);
+    assert_eq!(mha.mask.context_length(), 1024);
     assert_eq!(mha.num_parameters(), 2_360_064);
     assert_eq!(mha.num_parameters(), 4 * 768 * 768 + 768);
     let printed = cells(&run_stage(BookSeeds::default()));
@@ -210,46 +224,6 @@ fn the_wrappers_first_head_is_stage_3s_causal_attention() {
     assert_ne!(both.slice(s![.., .., 2..]), one);
 }
 
-/// The split-heads layer with the wrapper's weights: each big projection is the heads' projections stacked
-/// (head h owns rows h·D..(h+1)·D), and `out_proj` passes the heads' outputs through unchanged.
-fn split_heads_copy_of(wrapper: &MultiHeadAttentionWrapper, d_in: usize) -> MultiHeadAttention {
-    let heads = &wrapper.heads;
-    let head_dim = heads[0].qkv.w_query.weight.nrows();
-    let d_out = head_dim * heads.len();
-    let context_length = heads[0].mask.context_length();
-    let qkv_bias = heads[0].qkv.w_query.bias.is_some();
-    let mut rng = Generator::manual_seed(999);
-    let mut mha = MultiHeadAttention::new(
-        &mut rng,
-        d_in,
-        d_out,
-        context_length,
-        0.0,
-        heads.len(),
-        qkv_bias,
-    )
-    .unwrap();
-    let stack =
-        |pick: &dyn Fn(&CausalAttention) -> &attention_from_scratch::s2_trainable::Linear| {
-            let weights: Vec<_> = heads.iter().map(|h| pick(h).weight.view()).collect();
-            let weight = ndarray::concatenate(Axis(0), &weights).unwrap(); // (d_out, d_in)
-            let bias = qkv_bias.then(|| {
-                let biases: Vec<_> = heads
-                    .iter()
-                    .map(|h| pick(h).bias.as_ref().unwrap().view())
-                    .collect();
-                ndarray::concatenate(Axis(0), &biases).unwrap()
-            });
-            (weight, bias)
-        };
-    (mha.w_query.weight, mha.w_query.bias) = stack(&|h| &h.qkv.w_query);
-    (mha.w_key.weight, mha.w_key.bias) = stack(&|h| &h.qkv.w_key);
-    (mha.w_value.weight, mha.w_value.bias) = stack(&|h| &h.qkv.w_value);
-    mha.out_proj.weight = Array2::eye(d_out);
-    mha.out_proj.bias = Some(Array1::zeros(d_out));
-    mha
-}
-
 #[test]
 fn split_heads_equals_the_wrapper_with_the_same_weights() {
     // (d_in, head size, heads, batch, tokens, seed, qkv_bias)
@@ -272,7 +246,7 @@ fn split_heads_equals_the_wrapper_with_the_same_weights() {
             num_heads,
             qkv_bias,
         );
-        let mha = split_heads_copy_of(&wrapper, d_in);
+        let mha = MultiHeadAttention::from_wrapper(&wrapper);
         let x = rng.rand((b, t, d_in)) * 2.0 - 1.0; // (B, T, C)
         let expected = wrapper.forward(&x.view(), &mut rng).unwrap(); // (B, T, H·D)
         let actual = mha.forward(&x.view(), &mut rng).unwrap(); // (B, T, H·D)
@@ -290,7 +264,7 @@ fn split_heads_is_not_the_wrapper_when_the_heads_are_mixed_up() {
     // The equivalence depends on head h owning rows h·D..(h+1)·D: swapping two heads' query rows breaks it.
     let mut rng = Generator::manual_seed(3);
     let wrapper = MultiHeadAttentionWrapper::new(&mut rng, 4, 2, 6, 0.0, 2, false);
-    let mut mha = split_heads_copy_of(&wrapper, 4);
+    let mut mha = MultiHeadAttention::from_wrapper(&wrapper);
     let swapped = ndarray::concatenate(
         Axis(0),
         &[
@@ -345,4 +319,24 @@ fn the_seed_flag_recomputes_every_seeded_cell() {
     for tag in ["#36", "#37", "exercise 3.3"] {
         assert_eq!(cell(&book, tag), cell(&other, tag), "{tag} does not");
     }
+}
+
+/// Exercise: the split-heads layer built from the book's wrapper (seed 123) gives the wrapper's
+/// output, cell #34, on the book's batch.
+#[test]
+fn exercise_the_split_layer_with_the_wrappers_weights_gives_the_wrappers_output() {
+    let batch = batch();
+    let mut rng = Generator::manual_seed(123);
+    let wrapper = MultiHeadAttentionWrapper::new(&mut rng, 3, 2, 6, 0.0, 2, false);
+    let mha = MultiHeadAttention::from_wrapper(&wrapper);
+    assert_eq!((mha.num_heads, mha.head_dim()), (2, 2));
+    assert_eq!(mha.w_query.weight.dim(), (4, 3));
+    let expected = wrapper.forward(&batch.view(), &mut rng).unwrap(); // (B, T, 4)
+    let actual = mha.forward(&batch.view(), &mut rng).unwrap(); // (B, T, 4)
+    let worst = (&actual - &expected).fold(0f32, |m, d| m.max(d.abs()));
+    assert!(worst <= 2e-6, "differ by {worst}");
+    let printed = cells(&run_stage(BookSeeds::default()));
+    let cell_34 = cell(&printed, "#34");
+    assert!(cell_34.starts_with(&print::tensor(&actual)), "{cell_34}");
+    insta::assert_snapshot!("exercise_from_wrapper", print::tensor(&actual));
 }
