@@ -7,7 +7,10 @@
 //! matrix products. Nothing here is trained and nothing is random, so `--seed` changes nothing in
 //! this stage.
 //!
-//! [`run`] prints the notebook's cells #2–#13 as the book prints them.
+//! [`run`] prints the notebook's cells #2–#13 as the book prints them. The chapter's exercises are
+//! [`context_vector_by_loops`], [`softmaxes_of_scaled_scores`] and [`cosine_attention_weights`];
+//! [`torch_sum`], [`torch_row_sums`] and [`printed_row_sum`] only add in the order the book's sums
+//! were added, so that the printed sums are the book's.
 
 use std::io::Write;
 
@@ -94,6 +97,9 @@ pub fn torch_sum(row: &ArrayView1<f32>) -> f32 {
 
 // ANCHOR: normalize_by_sum
 /// Step 2, first try: divide the scores by their sum, so the weights add up to 1.
+///
+/// [`torch_sum`] is the plain sum, added in the order PyTorch adds, so that the last bit (and so
+/// the printed sum) is the book's.
 pub fn normalize_by_sum(attn_scores: &ArrayView1<f32>) -> Array1<f32> {
     attn_scores / torch_sum(attn_scores)
 }
@@ -104,7 +110,7 @@ pub fn normalize_by_sum(attn_scores: &ArrayView1<f32>) -> Array1<f32> {
 /// which is why [`softmax`] subtracts the maximum first.
 pub fn softmax_naive(x: &ArrayView1<f32>) -> Array1<f32> {
     let exp = x.mapv(libm::expf);
-    let sum = torch_sum(&exp.view());
+    let sum = torch_sum(&exp.view()); // the sum, in PyTorch's order
     exp / sum
 }
 // ANCHOR_END: softmax_naive
@@ -114,8 +120,7 @@ pub fn softmax_naive(x: &ArrayView1<f32>) -> Array1<f32> {
 /// (what `torch.softmax(x, dim=-1)` computes).
 ///
 /// The result is the same as [`softmax_naive`]'s, because exp(xᵢ − m) / Σⱼ exp(xⱼ − m) cancels the
-/// e⁻ᵐ. PyTorch adds each row's exponentials left to right inside softmax (for rows shorter than a
-/// vector register), which is also what `row.sum()` does here.
+/// e⁻ᵐ.
 pub fn softmax<D: Dimension>(x: &Array<f32, D>) -> Array<f32, D> {
     let last = Axis(x.ndim() - 1);
     let mut out = x.clone();
@@ -186,6 +191,45 @@ pub fn printed_row_sum(row: &ArrayView1<f32>) -> f64 {
     row.iter().map(printed).fold(0.0, |sum, w| sum + w)
 }
 // ANCHOR_END: row_sums
+
+// ANCHOR: exercise_context_by_loops
+/// Exercise: the context vector of any query, `query` = 0 to 5, by the three steps of §3.3.1. It is
+/// row `query` of [`simple_attention`]'s context vectors, up to the last bit (the matrix product
+/// may round differently).
+pub fn context_vector_by_loops(inputs: &ArrayView2<f32>, query: usize) -> Array1<f32> {
+    let attn_scores = attn_scores_for(&inputs.row(query), inputs); // (T)
+    let attn_weights = softmax(&attn_scores); // (T)
+    context_vector(&attn_weights.view(), inputs) // (d_in)
+}
+// ANCHOR_END: exercise_context_by_loops
+
+// ANCHOR: exercise_large_scores
+/// Exercise: the naive and the stable softmax of the scores multiplied by `factor`.
+///
+/// `expf` overflows to infinity above 88.7 (f32 holds nothing above 3.4·10³⁸). At ×100 the
+/// largest score is about 150, so the naive sum is infinite and each weight is x/∞ = 0 or ∞/∞ =
+/// NaN. The stable softmax first subtracts that largest score: its largest exponential is e⁰ = 1,
+/// and the sum lies between 1 and the number of tokens.
+pub fn softmaxes_of_scaled_scores(
+    attn_scores: &ArrayView1<f32>,
+    factor: f32,
+) -> (Array1<f32>, Array1<f32>) {
+    let scaled = attn_scores * factor; // (T)
+    (softmax_naive(&scaled.view()), softmax(&scaled))
+}
+// ANCHOR_END: exercise_large_scores
+
+// ANCHOR: exercise_cosine
+/// Exercise: the attention weights when the scores are cosine similarities, dot products of the
+/// inputs scaled to length 1. A token's score with itself is then cos 0 = 1, the largest a
+/// cosine can be, so every token attends most to itself.
+pub fn cosine_attention_weights(inputs: &ArrayView2<f32>) -> Array2<f32> {
+    let lengths = inputs.map_axis(Axis(1), |x| x.dot(&x).sqrt()); // (T)
+    let unit = inputs / &lengths.insert_axis(Axis(1)); // (T, d_in), every row of length 1
+    let cosines = unit.dot(&unit.t()); // (T, T)
+    softmax(&cosines) // (T, T)
+}
+// ANCHOR_END: exercise_cosine
 
 /// §3.3.1: scores, weights and the context vector of the query x⁽ⁱ⁾ with i = `query` + 1; the
 /// chapter's is "journey", x⁽²⁾. The cells' names carry i as the notebook's carry 2.
@@ -264,8 +308,10 @@ fn print_3_3_2<W: Write>(
     )?;
     cell(out, "#10", "attn_weights", &[print::tensor(&attn_weights)])?;
 
-    let row_2_sum = printed_row_sum(&attn_weights.row(1));
-    let row_sums = torch_row_sums(&attn_weights.view()); // (T)
+    // ANCHOR: row_sums_usage
+    let row_2_sum = printed_row_sum(&attn_weights.row(1)); // the second row, as printed
+    let row_sums = torch_row_sums(&attn_weights.view()); // (T): one sum per row
+    // ANCHOR_END: row_sums_usage
     let printed = [
         format!("Row 2 sum: {}", python_float(row_2_sum)),
         format!("All row sums: {}", print::tensor(&row_sums)),

@@ -5,9 +5,11 @@
 //! visible), the scores are queries · keys scaled by 1/√d_k, and the context vectors weight the
 //! values. §3.4.1 walks through it for the query x⁽²⁾ with `torch.rand` weights at seed 123
 //! ([`WalkThrough`]); §3.4.2 packs it into [`SelfAttentionV1`] and then into [`SelfAttentionV2`],
-//! whose [`Linear`] layers draw their weights as `nn.Linear` does (at seed 789). Exercise 3.1 shows
-//! the two classes compute the same thing ([`SelfAttentionV1::from_v2`]). [`Scaling`] shows on
-//! random vectors why the scores are divided by √d_k, which the book explains in words.
+//! whose [`Linear`] layers draw their weights as `nn.Linear` does (at seed 789). [`Scaling`] shows
+//! on random vectors why the scores are divided by √d_k, which the book explains in words. The
+//! chapter's exercises: the book's Exercise 3.1 shows the two classes compute the same thing
+//! ([`SelfAttentionV1::from_v2`]), and [`SelfAttentionV2::without_key_bias`] that a bias on the
+//! keys changes nothing.
 //!
 //! [`run`] prints the notebook's cells #16–#23 and the exercise as the book prints them, with the
 //! √d_k example after cell #20. `--seed N` replaces both 123 and 789.
@@ -197,7 +199,8 @@ impl Linear {
 // ANCHOR_END: linear
 
 // ANCHOR: self_attention_v2
-/// `SelfAttention_v2`: the query, key and value projections are `Linear` layers without bias.
+/// `SelfAttention_v2`: the query, key and value projections are `Linear` layers, without bias
+/// unless `qkv_bias` asks for one.
 #[derive(Clone, Debug)]
 pub struct SelfAttentionV2 {
     pub w_query: Linear,
@@ -253,6 +256,19 @@ impl SelfAttentionV1 {
     }
 }
 // ANCHOR_END: exercise_3_1
+
+// ANCHOR: exercise_key_bias
+impl SelfAttentionV2 {
+    /// Exercise: the same layer without the bias of its keys, which changes nothing in its output.
+    /// A key bias b adds q⁽ⁱ⁾·b to every score of row i, the same amount for every key, and softmax
+    /// ignores what a whole row shares: e^(ωᵢⱼ + c) / Σₖ e^(ωᵢₖ + c) = e^ωᵢⱼ / Σₖ e^ωᵢₖ.
+    pub fn without_key_bias(&self) -> Self {
+        let mut layer = self.clone();
+        layer.w_key.bias = None;
+        layer
+    }
+}
+// ANCHOR_END: exercise_key_bias
 
 /// §3.4.1, cells #16–#21: the walk-through with `torch.rand` weights at `seed`.
 fn print_3_4_1<W: Write>(out: &mut W, seed: u64) -> std::io::Result<()> {

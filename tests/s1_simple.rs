@@ -2,10 +2,13 @@
 //! against the book, and the pieces behind it checked as numbers.
 
 use attention_from_scratch::BookSeeds;
+use attention_from_scratch::print;
 use attention_from_scratch::print::python_float;
 use attention_from_scratch::s1_simple::{
-    self, attn_scores_for, attn_scores_loops, context_vector, dot_loop, inputs, normalize_by_sum,
-    printed_row_sum, simple_attention, softmax, softmax_naive, torch_row_sums, torch_sum,
+    self, attn_scores_for, attn_scores_loops, context_vector, context_vector_by_loops,
+    cosine_attention_weights, dot_loop, inputs, normalize_by_sum, printed_row_sum,
+    simple_attention, softmax, softmax_naive, softmaxes_of_scaled_scores, torch_row_sums,
+    torch_sum,
 };
 use ndarray::{Array1, arr1};
 
@@ -270,4 +273,68 @@ fn run_query_is_section_3_3_1_for_any_token() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("choose 0 to 5"), "{err}");
+}
+
+/// Exercise: the three loops of §3.3.1 give, for every query, that query's row of the matrix form.
+#[test]
+fn exercise_the_loops_give_every_row_of_the_matrix_form() {
+    let x = inputs();
+    let (_, _, contexts) = simple_attention(&x.view());
+    for query in 0..x.nrows() {
+        let z = context_vector_by_loops(&x.view(), query);
+        for (a, b) in z.iter().zip(contexts.row(query)) {
+            assert!(
+                (a - b).abs() <= 1e-6,
+                "query {query}: loops {a} vs matrix {b}"
+            );
+        }
+    }
+    let step = context_vector_by_loops(&x.view(), 5);
+    assert_close(step.view(), &[0.4177, 0.6503, 0.5645]);
+}
+
+/// Exercise: scores ×100 overflow the naive softmax, not the stable one.
+#[test]
+fn exercise_scores_times_100_overflow_only_the_naive_softmax() {
+    let x = inputs();
+    let scores = attn_scores_for(&x.row(1), &x.view());
+    let (naive, stable) = softmaxes_of_scaled_scores(&scores.view(), 100.0);
+    assert!(naive.iter().any(|w| w.is_nan()), "{naive}");
+    assert!(stable.iter().all(|w| w.is_finite()), "{stable}");
+    assert!((stable.sum() - 1.0).abs() <= 1e-6, "{stable}");
+    // At ×1 the weights are mild; at ×100 "journey" and "starts" take nearly everything.
+    assert!(stable[1] + stable[2] > 0.999, "{stable}");
+    let (naive_1, stable_1) = softmaxes_of_scaled_scores(&scores.view(), 1.0);
+    assert_close(naive_1.view(), &stable_1.to_vec());
+    let text = format!("{}\n{}", print::tensor(&naive), print::tensor(&stable));
+    insta::assert_snapshot!("exercise_large_scores", text);
+}
+
+/// Exercise: with cosine similarities every token attends most to itself; with dot products three
+/// of them ("starts", "with", "step") attend most to "journey".
+#[test]
+fn exercise_cosine_scores_make_every_token_attend_most_to_itself() {
+    let x = inputs();
+    let argmax = |row: ndarray::ArrayView1<f32>| {
+        let max = row.fold(f32::NEG_INFINITY, |m, &w| m.max(w));
+        row.iter().position(|&w| w == max).unwrap()
+    };
+    let cosine = cosine_attention_weights(&x.view());
+    for (i, row) in cosine.rows().into_iter().enumerate() {
+        assert_eq!(argmax(row), i, "row {i}: {row}");
+        assert!((row.sum() - 1.0).abs() <= 1e-6);
+    }
+    let (_, dot, _) = simple_attention(&x.view());
+    let favourites: Vec<usize> = dot.rows().into_iter().map(argmax).collect();
+    assert_eq!(favourites, [0, 1, 1, 1, 2, 1]);
+    // And the cosine's weights are flatter: a smaller largest weight, a larger smallest one.
+    let range = |w: &ndarray::Array2<f32>| {
+        let lo = w.fold(f32::INFINITY, |m, &v| m.min(v));
+        let hi = w.fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+        (lo, hi)
+    };
+    let (cos_lo, cos_hi) = range(&cosine);
+    let (dot_lo, dot_hi) = range(&dot);
+    assert!(dot_lo < cos_lo && cos_hi < dot_hi, "{cosine}");
+    insta::assert_snapshot!("exercise_cosine", print::tensor(&cosine));
 }

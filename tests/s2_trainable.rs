@@ -2,13 +2,14 @@
 //! against the book; the walk-through's numbers; exercise 3.1's equivalence; and `--seed`.
 
 use attention_from_scratch::BookSeeds;
+use attention_from_scratch::print;
 use attention_from_scratch::rng::torch::Generator;
 use attention_from_scratch::s1_simple::inputs;
 use attention_from_scratch::s2_trainable::{
     self, D_OUT, Linear, Scaling, SelfAttentionV1, SelfAttentionV2, WalkThrough,
     largest_self_gradient,
 };
-use ndarray::{Array2, arr1, arr2};
+use ndarray::{Array2, Axis, arr1, arr2};
 
 mod common;
 
@@ -291,4 +292,48 @@ fn the_seed_replaces_123_and_789() {
         "#16 keeps seed 123"
     );
     assert!(!only_789.contains("[-0.0760,  0.0685]"));
+}
+
+/// Exercise: the keys' bias shifts each row of scores by one amount, which softmax ignores, so the layer
+/// computes the same without it; the queries' bias changes the output, and the values' bias moves every
+/// context vector by itself.
+#[test]
+fn exercise_a_key_bias_changes_nothing() {
+    let x = inputs();
+    for seed in [789, 123, 7] {
+        let sa = SelfAttentionV2::new(&mut Generator::manual_seed(seed), 3, D_OUT, true);
+        let no_key_bias = sa.without_key_bias();
+        assert!(sa.w_key.bias.is_some() && no_key_bias.w_key.bias.is_none());
+        // Each row of scores moves by one amount, q⁽ⁱ⁾·b, which is not zero.
+        let shift = sa.scores(&x.view()) - no_key_bias.scores(&x.view()); // (T, T)
+        for row in shift.rows() {
+            assert!(row[0].abs() > 1e-3, "seed {seed}: {row}");
+            assert!(row.iter().all(|&s| (s - row[0]).abs() <= 1e-5), "{row}");
+        }
+        let with = sa.forward(&x.view());
+        let without = no_key_bias.forward(&x.view());
+        for (a, b) in with.iter().zip(&without) {
+            assert!((a - b).abs() <= 1e-6, "seed {seed}: {a} vs {b}");
+        }
+        // The queries' bias moves each score by another amount, and so changes the output.
+        let mut no_query_bias = sa.clone();
+        no_query_bias.w_query.bias = None;
+        let changed = &with - &no_query_bias.forward(&x.view());
+        assert!(changed.iter().any(|d| d.abs() > 1e-4), "{changed}");
+        // The values' bias moves every context vector by itself: each row of weights sums to 1.
+        let mut no_value_bias = sa.clone();
+        no_value_bias.w_value.bias = None;
+        let b_v = sa.w_value.bias.clone().unwrap();
+        let moved = &with - &no_value_bias.forward(&x.view()); // (T, d_out)
+        for row in moved.axis_iter(Axis(0)) {
+            assert_close(row, &b_v.to_vec());
+        }
+    }
+    let sa = SelfAttentionV2::new(&mut Generator::manual_seed(789), 3, D_OUT, true);
+    let text = format!(
+        "{}\n\n{}",
+        print::tensor(&sa.forward(&x.view())),
+        print::tensor(&sa.without_key_bias().forward(&x.view()))
+    );
+    insta::assert_snapshot!("exercise_key_bias", text);
 }
