@@ -1,5 +1,6 @@
-//! Stage 5: gradients, data, initial weights, the first training steps, the schedule, thread
-//! independence, user-facing errors, and a snapshot of the whole 31,368-step run.
+//! Stage 5: gradients, data, initial weights, the book's model against the trainer's, the first
+//! training steps, the schedule, thread independence, user-facing errors, the exercises, and a
+//! snapshot of the whole 31,368-step run.
 //!
 //! The expected figures come from `reference/expected_s5.md`, a re-run of the NumPy tutorial.
 
@@ -8,10 +9,17 @@ use attention_from_scratch::rng::torch::Generator;
 use attention_from_scratch::s4_multihead::MultiHeadAttention;
 use attention_from_scratch::s5_gpt::app::{self, Config};
 use attention_from_scratch::s5_gpt::data::default_data_path;
-use attention_from_scratch::s5_gpt::model::{Architecture, dropout_masks};
+use attention_from_scratch::s5_gpt::generate::{
+    KvCache, Sampling, generate, generate_cached, sums_like_one_shorter,
+};
+use attention_from_scratch::s5_gpt::model::{
+    Architecture, dropout_masks, first_block_weights, first_context_moves,
+};
 use attention_from_scratch::s5_gpt::ops::MASK_VALUE;
+use attention_from_scratch::s5_gpt::train::{WARMUP_STEPS, train_step};
 use attention_from_scratch::s5_gpt::{
-    CharDataset, Gpt, GptConfig, GptError, NodeId, Split, Tape, Tensor, Trainer, WarmupCosine,
+    AdamW, CharDataset, Gpt, GptConfig, GptError, NodeId, Split, Tape, Tensor, Trainer,
+    TutorialGpt, WarmupCosine,
 };
 use ndarray::Array3;
 use std::ops::ControlFlow;
@@ -581,6 +589,203 @@ fn initial_weights_match_numpy() {
     let mut fresh = NumpyRandom::seed(42);
     fresh.randn(84_096);
     assert_eq!(rng.random_sample(), fresh.random_sample());
+}
+
+/// The bits of a tensor's values, to compare with `==`.
+fn bits(values: &[f32]) -> Vec<u32> {
+    values.iter().map(|x| x.to_bits()).collect()
+}
+
+/// The tutorial's sizes: V = 65, T = 32, C = 64, two blocks.
+const TUTORIAL_SIZES: [usize; 4] = [65, 32, 64, 2];
+
+/// The book's listing of the tutorial's model on a lesson tape, with its initial weights.
+fn tutorial_model() -> (Tape, TutorialGpt) {
+    let mut tape = Tape::new();
+    let model = TutorialGpt::new(&mut tape, &mut NumpyRandom::seed(42), TUTORIAL_SIZES);
+    (tape, model)
+}
+
+#[test]
+fn the_tutorials_model_is_the_default_architecture() {
+    // The listing the book shows (`TutorialGpt`) and the model the trainer runs (`Gpt` with every
+    // switch off), each on its own tape: the same weights, logits, loss, gradients and steps, bit
+    // for bit.
+    let ds = tiny_shakespeare();
+    let (mut tape_b, tutorial) = tutorial_model();
+    let mut tape_a = Tape::new();
+    let config = GptConfig {
+        vocab_size: 65,
+        context_size: 32,
+        embedding_size: 64,
+        blocks: 2,
+        architecture: Architecture::default(),
+    };
+    let gpt = Gpt::new(&mut tape_a, &mut NumpyRandom::seed(42), config);
+    let params =
+        |tape: &Tape| -> Vec<Vec<u32>> { tape.params().iter().map(|p| bits(&p.data)).collect() };
+    assert_eq!(params(&tape_a), params(&tape_b), "the initial weights");
+    let count: usize = tape_b.params().iter().map(|p| p.data.len()).sum();
+    assert_eq!(count, 84_929);
+
+    let batch = ds.batch(Split::Train, 0);
+    let logits_a = gpt.forward(&mut tape_a, &batch.x, batch.rows, None); // (B, T, V)
+    let loss_a = tape_a.cross_entropy(logits_a, &batch.y);
+    let loss_b = tutorial.loss(&mut tape_b, &batch);
+    let logits_b = NodeId(loss_b.0 - 1); // the loss's input, the logits
+    assert_eq!(tape_b.value(logits_b).shape, [4, 32, 65]);
+    assert_eq!(
+        bits(&tape_a.value(logits_a).data),
+        bits(&tape_b.value(logits_b).data),
+        "the logits"
+    );
+    assert_eq!(
+        tape_a.value(loss_a).data[0].to_bits(),
+        tape_b.value(loss_b).data[0].to_bits()
+    );
+    assert_eq!(tape_a.len(), tape_b.len(), "the same nodes on both tapes");
+    tape_a.backward(loss_a);
+    tape_b.backward(loss_b);
+    let grads =
+        |tape: &Tape| -> Vec<Vec<u32>> { tape.param_grads().iter().map(|g| bits(g)).collect() };
+    assert_eq!(grads(&tape_a), grads(&tape_b), "every parameter's gradient");
+
+    // Five training steps of each, through the same `train_step`, and the chapter's trainer (the
+    // fast layer) on the same batches.
+    let schedule = WarmupCosine::new(1e-3, 2 * 15_684, WARMUP_STEPS, 1e-4);
+    let (mut adam_a, mut adam_b) = (AdamW::new(1e-3), AdamW::new(1e-3));
+    let mut losses = vec![];
+    for s in 0..5 {
+        let (batch, lr) = (ds.batch(Split::Train, s), schedule.lr(s));
+        let a = train_step(&mut tape_a, &mut adam_a, lr, |tape| {
+            let logits = gpt.forward(tape, &batch.x, batch.rows, None); // (B, T, V)
+            tape.cross_entropy(logits, &batch.y)
+        });
+        let b = train_step(&mut tape_b, &mut adam_b, lr, |tape| {
+            tutorial.loss(tape, &batch)
+        });
+        assert_eq!(a.to_bits(), b.to_bits(), "the loss of step {s}");
+        losses.push(b.to_bits());
+    }
+    assert_eq!(
+        params(&tape_a),
+        params(&tape_b),
+        "the weights after five steps"
+    );
+    assert_eq!(bits(&trained(5).losses), losses, "the chapter's trainer");
+}
+
+/// The characters "First Ci", the corpus's first window of eight.
+const FIRST_CI: &str = "First Ci";
+
+#[test]
+fn exercise_1_a_mask_of_0_lets_the_future_in() {
+    let ds = tiny_shakespeare();
+    let (mut tape, model) = tutorial_model();
+    let ids = ds.encode(FIRST_CI).unwrap();
+    let t = ids.len();
+    let mut out = format!("the first block's attention weights on {FIRST_CI:?}, before training\n");
+    for value in [MASK_VALUE, 0.0] {
+        let weights = first_block_weights(&model, &mut tape, &ids, value); // (T, T)
+        let future: f32 = weights[1..t].iter().sum(); // what 'F' gives the characters after it
+        let moves = first_context_moves(&model, &mut tape, &ids, ds.encode("x").unwrap()[0], value);
+        if value == MASK_VALUE {
+            assert_eq!(future, 0.0, "−1e9 gives the future a weight of exactly 0");
+            assert_eq!(moves, 0.0, "the first character cannot see the last");
+        } else {
+            assert!(future > 0.8, "a score of 0 is an ordinary score: {future}");
+            assert!(
+                moves > 0.0,
+                "with 0, the last character leaks into the first one's context"
+            );
+        }
+        let label = if value == MASK_VALUE {
+            "-1e9, the tutorial's"
+        } else {
+            "0, the exercise's"
+        };
+        out.push_str(&format!("\nmask value {label}:\n"));
+        for (row, ch) in weights.chunks(t).zip(FIRST_CI.chars()) {
+            let row: Vec<String> = row.iter().map(|w| format!("{w:.4}")).collect();
+            out.push_str(&format!("{:?} {}\n", ch.to_string(), row.join(" ")));
+        }
+        out.push_str(&format!(
+            "the weight 'F' gives the {} characters after it: {future:.4}\n\
+             the context of 'F' moves by up to {moves:.6} when the last character becomes 'x'\n",
+            t - 1
+        ));
+    }
+    insta::assert_snapshot!("exercise_1_mask_value", out);
+}
+
+/// The chapter's model after 2,000 steps, as the book's listing on a lesson tape, and the dataset.
+fn tutorial_model_trained() -> (Tape, TutorialGpt, CharDataset) {
+    let trainer = trained(2_000);
+    let (mut tape, model) = tutorial_model();
+    tape.set_params(trainer.parameters().iter().map(|p| &p.data[..]));
+    (tape, model, trainer.dataset)
+}
+
+#[test]
+fn exercise_2_a_kv_cache_generates_the_same_bits() {
+    let (mut tape, model, ds) = tutorial_model_trained();
+    let recomputed = generate(
+        &mut tape,
+        &model,
+        &ds,
+        "ROMEO:",
+        100,
+        &mut NumpyRandom::seed(7),
+        Sampling::default(),
+    )
+    .unwrap();
+    let cached = generate_cached(
+        &mut tape,
+        &model,
+        &ds,
+        "ROMEO:",
+        100,
+        &mut NumpyRandom::seed(7),
+    );
+    assert_eq!(cached.unwrap(), recomputed);
+
+    // The logits themselves, step by step along that sample: the cache's rows and the window's.
+    let tokens = ds.encode(&recomputed).unwrap();
+    let mut cache = KvCache::default();
+    let mut naive = KvCache::default();
+    let mut cached_steps = 0;
+    for end in 6..tokens.len() {
+        let window = &tokens[end.saturating_sub(32)..end];
+        let last =
+            |tape: &Tape, id: NodeId| bits(&tape.value(id).data[tape.value(id).data.len() - 65..]);
+        tape.reset();
+        let full = model.forward(&mut tape, window, 1);
+        let full = last(&tape, full);
+        tape.reset();
+        let l = window.len();
+        let grew = end <= 32 && end > 6;
+        let ours = if grew && sums_like_one_shorter(l) {
+            cached_steps += 1;
+            cache.forward_one(&mut tape, &model, window[l - 1])
+        } else {
+            cache.forward_all(&mut tape, &model, window)
+        };
+        assert_eq!(last(&tape, ours), full, "the logits after {end} characters");
+        // Without recomputing where the sums regroup, the bits part at 8 characters.
+        if grew && l <= 8 {
+            tape.reset();
+            let one = naive.forward_one(&mut tape, &model, window[l - 1]);
+            assert_eq!(
+                last(&tape, one) == full,
+                l < 8,
+                "the naive cache at {l} characters"
+            );
+        } else if l == 6 {
+            tape.reset();
+            naive.forward_all(&mut tape, &model, window);
+        }
+    }
+    assert_eq!(cached_steps, 22, "L = 7, 9–15, 17–23 and 25–31");
 }
 
 /// The chapter's trainer after its first `steps` steps.

@@ -2,9 +2,10 @@
 
 use super::data::CharDataset;
 use super::error::GptError;
-use super::model::Gpt;
+use super::model::{Model, TutorialGpt, attention_scale, embed};
 use super::ops::pairwise_sum;
 use super::tape::Tape;
+use super::tensor::{NodeId, Tensor};
 use crate::rng::numpy::NumpyRandom;
 
 /// How the next character is drawn from the last position's logits. The default is the chapter's:
@@ -36,7 +37,7 @@ impl Default for Sampling {
 /// the next token with NumPy's `np.random.choice(V, p=probs)` from `rng`.
 pub fn generate(
     tape: &mut Tape,
-    model: &Gpt,
+    model: &impl Model,
     dataset: &CharDataset,
     prompt: &str,
     steps: usize,
@@ -47,20 +48,126 @@ pub fn generate(
     if tokens.is_empty() {
         return Err(GptError::EmptyPrompt);
     }
-    let v = model.config.vocab_size;
     for _ in 0..steps {
-        let window = &tokens[tokens.len().saturating_sub(model.config.context_size)..];
+        let window = &tokens[tokens.len().saturating_sub(model.context_size())..];
         tape.reset();
-        let logits = model.forward(tape, window, 1, None); // (1, L, V)
-        let logits = tape.value(logits);
-        let last = &logits.data[logits.data.len() - v..]; // (V)
+        let logits = model.logits(tape, window, 1); // (1, L, V)
+        let last = last_row(tape.value(logits)); // (V)
         tokens.push(rng.choice(&probabilities(last, sampling)));
     }
     tape.reset();
     Ok(dataset.decode(&tokens))
 }
 
+/// The last row of logits (…, V): the scores of the character after the last one.
+fn last_row(logits: &Tensor) -> &[f32] {
+    &logits.data[logits.data.len() - logits.last_dim()..]
+}
 // ANCHOR_END: generate
+
+// ANCHOR: exercise_kv_cache
+/// Exercise 2: what the tutorial's attention needs of the earlier positions, kept from one
+/// generated character to the next. Its keys and values are the block's input rows themselves
+/// (q = k = v = x), so the cache keeps each block's input rows.
+#[derive(Clone, Debug, Default)]
+pub struct KvCache {
+    /// For each block, the input rows of positions 0..len, (len, C) row-major.
+    pub rows: Vec<Vec<f32>>,
+    pub len: usize,
+}
+
+impl KvCache {
+    /// Logits (1, 1, V) of token `id` at position `len`, the only row computed: each block's
+    /// attention reads the cached rows of the earlier positions, and the new row joins them.
+    pub fn forward_one(&mut self, tape: &mut Tape, model: &TutorialGpt, id: usize) -> NodeId {
+        let token = tape.embedding(model.token_embedding, &[id], &[1, 1]); // (1, 1, C)
+        let position = tape.embedding(model.position_embedding, &[self.len], &[1]); // (1, C)
+        let mut x = tape.add(token, position); // (1, 1, C)
+        let (c, l) = (tape.value(x).last_dim(), self.len + 1);
+        for (block, rows) in model.blocks.iter().zip(&mut self.rows) {
+            rows.extend_from_slice(&tape.value(x).data); // (L, C)
+            let kv = tape.input(Tensor::new(&[1, l, c], rows.clone())); // (1, L, C)
+            let kt = tape.transpose(kv); // (1, C, L)
+            let scores = tape.matmul(x, kt); // (1, 1, L)
+            let scores = tape.scale(scores, attention_scale(c)); // (1, 1, L): no future to mask
+            let weights = tape.softmax(scores); // (1, 1, L)
+            let context = tape.matmul(weights, kv); // (1, 1, C)
+            let h = block.attention_output.forward(tape, context); // (1, 1, C)
+            x = block.feed_forward.forward(tape, h); // (1, 1, C)
+        }
+        self.len = l;
+        model.output.forward(tape, x) // (1, 1, V)
+    }
+}
+// ANCHOR_END: exercise_kv_cache
+
+// ANCHOR: exercise_kv_whole
+impl KvCache {
+    /// Logits (1, L, V) of a whole window, as [`TutorialGpt::forward`] computes them; the cache
+    /// starts again, from the window's rows.
+    pub fn forward_all(
+        &mut self,
+        tape: &mut Tape,
+        model: &TutorialGpt,
+        window: &[usize],
+    ) -> NodeId {
+        let tables = [model.token_embedding, model.position_embedding];
+        let mut x = embed(tape, tables, window, 1); // (1, L, C)
+        self.rows.clear();
+        for block in &model.blocks {
+            self.rows.push(tape.value(x).data.clone()); // (L, C)
+            x = block.forward(tape, x); // (1, L, C)
+        }
+        self.len = window.len();
+        model.output.forward(tape, x) // (1, L, V)
+    }
+}
+
+/// Whether a softmax row of width `l` adds up its first `l − 1` values as a row of width `l − 1`
+/// does (the last value, and the masked zeros, come on top). [`pairwise_sum`], NumPy's sum, keeps
+/// eight running sums over the first multiple of 8 values and adds the rest one by one, so the
+/// grouping changes when `l` reaches a multiple of 8; above 128 values it splits the row in two,
+/// and this answers no.
+pub fn sums_like_one_shorter(l: usize) -> bool {
+    l < 8 || (l <= 128 && !l.is_multiple_of(8))
+}
+// ANCHOR_END: exercise_kv_whole
+
+// ANCHOR: exercise_kv_generate
+/// Exercise 2: [`generate`] with a [`KvCache`], the same characters to the bit. While the window
+/// grows, only the newest position is computed; the whole window is, when the window slides or
+/// when the softmax would group the earlier rows' sums anew ([`sums_like_one_shorter`]).
+pub fn generate_cached(
+    tape: &mut Tape,
+    model: &TutorialGpt,
+    dataset: &CharDataset,
+    prompt: &str,
+    steps: usize,
+    rng: &mut NumpyRandom,
+) -> Result<String, GptError> {
+    let mut tokens = dataset.encode(prompt)?;
+    if tokens.is_empty() {
+        return Err(GptError::EmptyPrompt);
+    }
+    let mut cache = KvCache::default();
+    for _ in 0..steps {
+        let start = tokens.len().saturating_sub(model.context_size);
+        let window = &tokens[start..]; // (L)
+        let l = window.len();
+        tape.reset();
+        let grew_by_one = start == 0 && l > 1 && cache.len + 1 == l;
+        let logits = if grew_by_one && sums_like_one_shorter(l) {
+            cache.forward_one(tape, model, window[l - 1]) // (1, 1, V)
+        } else {
+            cache.forward_all(tape, model, window) // (1, L, V)
+        };
+        let last = last_row(tape.value(logits)); // (V)
+        tokens.push(rng.choice(&probabilities(last, Sampling::default())));
+    }
+    tape.reset();
+    Ok(dataset.decode(&tokens))
+}
+// ANCHOR_END: exercise_kv_generate
 
 // ANCHOR: probabilities
 /// softmax(logits / temperature), with the characters outside the top k set to 0 before the sum.

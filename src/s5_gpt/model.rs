@@ -1,17 +1,23 @@
-//! Lesson layer. The chapter's model: `GPTEmbedding`, `GPTAttention`, `GPTFeedForward`,
-//! `GPTTransformer`, `GPTOutput` and `GPT`, with the tutorial's initialisation replayed from
+//! Lesson layer. The chapter's model: the tutorial's `GPTEmbedding`, `GPTAttention`,
+//! `GPTFeedForward`, `GPTTransformer`, `GPTOutput` and `GPT` (GPTmini's chapter on causal attention,
+//! the notebook `04-causal-attention.ipynb`), with its initialisation replayed from
 //! `np.random.seed(42)`.
 //!
 //! The tutorial's model is deliberately bare: single-head causal attention with **no** query, key
 //! or value projections, then a feed-forward network, twice, with no residual connections,
-//! LayerNorm or dropout. With V = 65, T = 32, C = 64 and 2 blocks it has 84,929 parameters. An
-//! [`Architecture`] adds back what it leaves out, each piece from the stage that built it: stage
-//! 2's projections, stage 3's dropout, stage 4's heads, and GPT-2's residual connections and
-//! LayerNorm.
+//! LayerNorm or dropout. With V = 65, T = 32, C = 64 and 2 blocks it has 84,929 parameters.
+//! [`TutorialGpt`] is that model and nothing else; it is what the book shows.
+//!
+//! [`Gpt`] is the same model with an [`Architecture`] that adds back what the tutorial leaves out,
+//! each piece from the stage that built it: stage 2's projections, stage 3's dropout, stage 4's
+//! heads, and GPT-2's residual connections and LayerNorm. The trainer, the tool and the book's page
+//! run [`Gpt`]; with `Architecture::default()` it computes the same bits as [`TutorialGpt`]
+//! (`tests/s5_gpt.rs` checks logits, loss, gradients and training steps).
 
 use serde::{Deserialize, Serialize};
 
 use super::backend::Op;
+use super::data::Batch;
 use super::error::GptError;
 use super::ops::MASK_VALUE;
 use super::tape::Tape;
@@ -39,8 +45,7 @@ pub struct Architecture {
     /// Stage 3's dropout on the attention weights, while training: each is zeroed with this
     /// probability.
     pub dropout: f64,
-    /// What `Tril` writes above the diagonal: the tutorial's −1e9, or 0 for the second seed's
-    /// exercise.
+    /// What `Tril` writes above the diagonal: the tutorial's −1e9, or 0 for its closing exercise.
     pub mask_value: f32,
 }
 
@@ -150,6 +155,181 @@ impl Linear {
 }
 // ANCHOR_END: init
 
+// ANCHOR: embed
+/// `GPTEmbedding`: each token's row of the token table (V, C) plus its position's row of the
+/// position table (T, C). `ids` are (B, T), row-major, with `batch` rows.
+pub fn embed(tape: &mut Tape, tables: [NodeId; 2], ids: &[usize], batch: usize) -> NodeId {
+    let [token_table, position_table] = tables;
+    let t = ids.len() / batch;
+    let positions: Vec<usize> = (0..t).collect();
+    let token = tape.embedding(token_table, ids, &[batch, t]); // (B, T, C)
+    let position = tape.embedding(position_table, &positions, &[t]); // (T, C)
+    tape.add(token, position) // (B, T, C): the position's row added to every window alike
+}
+// ANCHOR_END: embed
+
+// ANCHOR: causal_weights
+/// `GPTAttention` up to its softmax: token i's weights over the tokens j ≤ i, softmax of
+/// x_i·x_j/√C, with `mask_value` written over the scores of the future (the tutorial's
+/// [`MASK_VALUE`], −1e9). The tokens attend with themselves: no query, key or value projection.
+pub fn causal_weights(tape: &mut Tape, x: NodeId, mask_value: f32) -> NodeId {
+    let c = tape.value(x).last_dim();
+    let xt = tape.transpose(x); // (B, C, T)
+    let scores = tape.matmul(x, xt); // (B, T, T)
+    let scores = tape.scale(scores, attention_scale(c)); // (B, T, T)
+    let masked = tape.tril(scores, mask_value); // (B, T, T)
+    tape.softmax(masked) // (B, T, T), each row sums to 1
+}
+
+/// 1/√D as a float32 for D channels: 0.125 for the tutorial's D = C = 64.
+pub fn attention_scale(d: usize) -> f32 {
+    (1.0 / (d as f64).sqrt()) as f32
+}
+// ANCHOR_END: causal_weights
+
+// ANCHOR: tutorial_block
+/// `GPTTransformer`: causal attention with its output layer, then the feed-forward network. No
+/// residual connection: each part replaces x.
+#[derive(Clone, Copy, Debug)]
+pub struct TutorialBlock {
+    /// `GPTAttention.output`, C → C.
+    pub attention_output: Linear,
+    pub feed_forward: FeedForward,
+}
+
+impl TutorialBlock {
+    /// (B, T, C) → (B, T, C).
+    pub fn forward(&self, tape: &mut Tape, x: NodeId) -> NodeId {
+        let weights = causal_weights(tape, x, MASK_VALUE); // (B, T, T)
+        let context = tape.matmul(weights, x); // (B, T, C): q = k = v = x
+        let h = self.attention_output.forward(tape, context); // (B, T, C)
+        self.feed_forward.forward(tape, h) // (B, T, C)
+    }
+}
+// ANCHOR_END: tutorial_block
+
+// ANCHOR: tutorial_gpt
+/// The tutorial's `GPT`: embeddings, the blocks, the output layer, and `GPTLoss`. The parameters
+/// live on the [`Tape`]; the fields name them.
+#[derive(Clone, Debug)]
+pub struct TutorialGpt {
+    pub token_embedding: NodeId,    // (V, C)
+    pub position_embedding: NodeId, // (T, C)
+    pub blocks: Vec<TutorialBlock>,
+    /// `GPTOutput`, C → V: a score (logit) for every character of the vocabulary.
+    pub output: Linear,
+    /// T: the longest input, and the rows of the position table.
+    pub context_size: usize,
+}
+
+impl TutorialGpt {
+    /// Logits (B, T, V) for token ids (B, T), row-major, with `batch` rows.
+    pub fn forward(&self, tape: &mut Tape, ids: &[usize], batch: usize) -> NodeId {
+        let tables = [self.token_embedding, self.position_embedding];
+        let mut x = embed(tape, tables, ids, batch); // (B, T, C)
+        for block in &self.blocks {
+            x = block.forward(tape, x); // (B, T, C)
+        }
+        self.output.forward(tape, x) // (B, T, V)
+    }
+
+    /// `GPTLoss`: the mean cross-entropy of the next character over the batch's B·T positions.
+    pub fn loss(&self, tape: &mut Tape, batch: &Batch) -> NodeId {
+        let logits = self.forward(tape, &batch.x, batch.rows); // (B, T, V)
+        tape.cross_entropy(logits, &batch.y) // ()
+    }
+}
+// ANCHOR_END: tutorial_gpt
+
+// ANCHOR: tutorial_new
+impl TutorialGpt {
+    /// `GPT(vocab_size, context_size, embedding_size, blocks)`: every weight drawn from `rng` in
+    /// the tutorial's order (84,096 normals for its sizes).
+    pub fn new(tape: &mut Tape, rng: &mut NumpyRandom, sizes: [usize; 4]) -> Self {
+        let [v, t, c, blocks] = sizes; // V, T, C and the number of blocks
+        let token_embedding = embedding_table(tape, rng, v, c);
+        let position_embedding = embedding_table(tape, rng, t, c);
+        let blocks = (0..blocks)
+            .map(|_| TutorialBlock {
+                attention_output: Linear::new(tape, rng, c, c),
+                feed_forward: FeedForward::new(tape, rng, c),
+            })
+            .collect();
+        let output = Linear::new(tape, rng, c, v);
+        TutorialGpt {
+            token_embedding,
+            position_embedding,
+            blocks,
+            output,
+            context_size: t,
+        }
+    }
+}
+// ANCHOR_END: tutorial_new
+
+// ANCHOR: exercise_mask_value
+/// Exercise 1: the first block's attention weights (T, T) on the characters `ids`, with
+/// `mask_value` over the future's scores: the tutorial's −1e9, or the exercise's 0. Row i holds
+/// character i's weights over all T characters.
+pub fn first_block_weights(
+    model: &TutorialGpt,
+    tape: &mut Tape,
+    ids: &[usize],
+    mask_value: f32,
+) -> Vec<f32> {
+    tape.reset();
+    let tables = [model.token_embedding, model.position_embedding];
+    let x = embed(tape, tables, ids, 1); // (1, T, C)
+    let weights = causal_weights(tape, x, mask_value); // (1, T, T)
+    tape.value(weights).data.clone()
+}
+
+/// Exercise 1: how far the first block's context of character 0 moves, at most, when the last
+/// character becomes `other`. 0 means that character 0 cannot see the last one.
+pub fn first_context_moves(
+    model: &TutorialGpt,
+    tape: &mut Tape,
+    ids: &[usize],
+    other: usize,
+    mask_value: f32,
+) -> f32 {
+    let mut context_0 = |ids: &[usize]| {
+        tape.reset();
+        let tables = [model.token_embedding, model.position_embedding];
+        let x = embed(tape, tables, ids, 1); // (1, T, C)
+        let weights = causal_weights(tape, x, mask_value); // (1, T, T)
+        let context = tape.matmul(weights, x); // (1, T, C)
+        let c = tape.value(context).last_dim();
+        tape.value(context).data[..c].to_vec() // character 0's row, (C)
+    };
+    let before = context_0(ids);
+    let changed = [&ids[..ids.len() - 1], &[other]].concat();
+    let after = context_0(&changed);
+    let moves = before.iter().zip(&after).map(|(a, b)| (a - b).abs());
+    moves.fold(0.0, f32::max)
+}
+// ANCHOR_END: exercise_mask_value
+
+/// What testing and generating ask of a model: [`TutorialGpt`] and [`Gpt`] are both one. (Training
+/// takes the model's forward pass and loss as a closure: see [`train_step`](super::train::train_step).)
+pub trait Model {
+    /// Logits (B, T, V) for token ids (B, T), row-major, with `batch` rows; no dropout.
+    fn logits(&self, tape: &mut Tape, ids: &[usize], batch: usize) -> NodeId;
+
+    /// T: the longest input, and the window [`generate`](super::generate::generate) slides.
+    fn context_size(&self) -> usize;
+}
+
+impl Model for TutorialGpt {
+    fn logits(&self, tape: &mut Tape, ids: &[usize], batch: usize) -> NodeId {
+        self.forward(tape, ids, batch)
+    }
+
+    fn context_size(&self) -> usize {
+        self.context_size
+    }
+}
+
 // ANCHOR: attention
 /// `GPTAttention`: causal self-attention, then a Linear C→C. The tutorial's attends with the tokens
 /// themselves (q = k = v = x) in one head; with projections and heads it is stage 4's
@@ -219,6 +399,14 @@ pub struct FeedForward {
 }
 
 impl FeedForward {
+    /// Its input then its output layer, drawn in that order.
+    pub fn new(tape: &mut Tape, rng: &mut NumpyRandom, c: usize) -> Self {
+        FeedForward {
+            input: Linear::new(tape, rng, c, 4 * c),
+            output: Linear::new(tape, rng, 4 * c, c),
+        }
+    }
+
     pub fn forward(&self, tape: &mut Tape, x: NodeId) -> NodeId {
         let h = self.input.forward(tape, x); // (B, T, 4C)
         let h = tape.gelu(h); // (B, T, 4C)
@@ -294,15 +482,12 @@ impl Block {
             attention: Attention {
                 qkv: None,
                 num_heads: arch.heads,
-                scale: (1.0 / (d as f64).sqrt()) as f32,
+                scale: attention_scale(d),
                 mask_value: arch.mask_value,
                 dropout: arch.dropout,
                 output: Linear::new(tape, rng, c, c),
             },
-            feed_forward: FeedForward {
-                input: Linear::new(tape, rng, c, 4 * c),
-                output: Linear::new(tape, rng, 4 * c, c),
-            },
+            feed_forward: FeedForward::new(tape, rng, c),
             ln: None,
             residual: arch.residual,
         }
@@ -354,10 +539,8 @@ impl Gpt {
             t <= self.config.context_size,
             "input of {t} tokens is longer than the context"
         );
-        let positions: Vec<usize> = (0..t).collect();
-        let token = tape.embedding(self.token_embedding, ids, &[batch, t]); // (B, T, C)
-        let position = tape.embedding(self.position_embedding, &positions, &[t]); // (T, C)
-        let mut x = tape.add(token, position); // (B, T, C)
+        let tables = [self.token_embedding, self.position_embedding];
+        let mut x = embed(tape, tables, ids, batch); // (B, T, C)
         for block in &self.blocks {
             x = block.forward(tape, x, masks.as_deref_mut()); // (B, T, C)
         }
@@ -366,6 +549,16 @@ impl Gpt {
     }
 }
 // ANCHOR_END: gpt
+
+impl Model for Gpt {
+    fn logits(&self, tape: &mut Tape, ids: &[usize], batch: usize) -> NodeId {
+        self.forward(tape, ids, batch, None)
+    }
+
+    fn context_size(&self) -> usize {
+        self.config.context_size
+    }
+}
 
 // ANCHOR: gpt_new
 impl Gpt {

@@ -1,11 +1,11 @@
 //! Lesson layer. Every operation of the GPT as two plain functions: its forward pass and, right
 //! below it, its backward pass.
 //!
-//! These are the seed tutorial's `Tensor` operators (`+`, `@`, `transpose`, `*`) and its layers
-//! (`Embedding`, `Linear`, `Softmax`, and the chapter's own `Tril`, `GELU` and `GPTLoss`). As in
-//! llm.c, the functions work on slices and know nothing of the tape: a forward pass writes its
-//! output, and a backward pass writes the gradient of each input (`d_x`) from the gradient of the
-//! output (`d_out`). The tape records which operation made each node and calls these through
+//! These are the tutorial's `Tensor` operators (`+`, `@`, `transpose`, `*`) and its layers
+//! (`Embedding`, `Linear`, `Softmax` from GPTmini's framework, and the chapter's own `Tril`, `GELU`
+//! and `GPTLoss`). As in llm.c, the functions work on slices and know nothing of the tape: a
+//! forward pass writes its output, and a backward pass writes the gradient of each input (`d_x`)
+//! from the gradient of the output (`d_out`). The tape records which operation made each node and calls these through
 //! [`super::backend`].
 //!
 //! Arithmetic is float32, as in the tutorial: a product adds its terms in order, each with one
@@ -412,7 +412,9 @@ pub fn cross_entropy_forward(probs: &mut [f32], logits: &[f32], targets: &[usize
         .collect();
     0.0 - pairwise_sum(&logs) / targets.len() as f32
 }
+// ANCHOR_END: cross_entropy
 
+// ANCHOR: cross_entropy_backward
 /// (softmax − onehot)·d_loss/N. Like the tutorial, it ignores the clip.
 pub fn cross_entropy_backward(d_logits: &mut [f32], d_loss: f32, probs: &[f32], targets: &[usize]) {
     let (v, n) = (probs.len() / targets.len(), targets.len() as f32);
@@ -423,7 +425,7 @@ pub fn cross_entropy_backward(d_logits: &mut [f32], d_loss: f32, probs: &[f32], 
         d.iter_mut().for_each(|d| *d = d_loss * *d / n);
     }
 }
-// ANCHOR_END: cross_entropy
+// ANCHOR_END: cross_entropy_backward
 
 // ANCHOR: pairwise_sum
 /// NumPy's `np.sum` of a contiguous float32 array: pairwise summation with eight accumulators.

@@ -1,10 +1,10 @@
 //! Lesson layer. The autograd: a tape of nodes, pushed in forward order and walked in reverse.
 //!
-//! The seed tutorial's `Tensor` keeps `parents` and a `gradient_fn` closure on every tensor, sorts
-//! the graph topologically in `backward()` and calls the closures in reverse. A forward pass
-//! already visits the nodes in a topological order, so here each operation simply appends its
-//! output to a [`Tape`]: node `i` can only depend on nodes before it, and walking the tape from the
-//! end runs every gradient after all of its contributions have arrived. No `Rc<RefCell>` graph is
+//! The tutorial's `Tensor` (GPTmini's framework, `src/core`) keeps `parents` and a `gradient_fn`
+//! closure on every tensor, sorts the graph topologically in `backward()` and calls the closures in
+//! reverse. A forward pass already visits the nodes in a topological order, so here each operation
+//! simply appends its output to a [`Tape`]: node `i` can only depend on nodes before it, and
+//! walking the tape from the end runs every gradient after all of its contributions have arrived. No `Rc<RefCell>` graph is
 //! needed; a node is an index.
 //!
 //! The first nodes of the tape are the model's parameters. They stay when [`Tape::reset`] clears
@@ -151,42 +151,52 @@ impl Tape {
     }
 
     // ANCHOR: backward
-    /// `loss.backward()`: seeds the gradient of the scalar `loss` with 1 and runs every operation's
-    /// gradient in reverse tape order.
+    /// `loss.backward()`: the gradient of the loss with respect to itself is 1; every other
+    /// gradient follows from it, in reverse tape order.
     pub fn backward(&mut self, loss: NodeId) {
-        let mut seed = self.backend.buffer(1);
-        seed[0] = 1.0;
-        self.backward_from(loss, seed);
+        self.backward_from(loss, vec![1.0]);
     }
 
-    /// Like [`backward`](Self::backward), from a given output gradient (to check one op).
+    /// Like [`backward`](Self::backward), from a given gradient of `output` (to check one op).
     pub fn backward_from(&mut self, output: NodeId, d_output: Vec<f32>) {
-        assert_eq!(
-            d_output.len(),
-            self.values[output.0].data.len(),
-            "wrong gradient size"
-        );
-        self.grads[output.0] = d_output;
+        self.set_grad(output, d_output);
         for i in (self.params..=output.0).rev() {
             // Gradients flow to earlier nodes only, so node i's own gradient is complete here.
             if self.grads[i].is_empty() {
-                continue;
+                continue; // nothing after node i used it
             }
-            let inputs = self.ops[i].inputs();
-            let mut d_inputs: Vec<Vec<f32>> = inputs
-                .iter()
-                .map(|x| self.backend.buffer(self.values[x.0].data.len()))
-                .collect();
-            let (op, out) = (&self.ops[i], &self.values[i]);
-            self.backend
-                .backward(op, &self.values, out, &self.grads[i], &mut d_inputs);
-            for (x, d) in inputs.into_iter().zip(d_inputs) {
-                self.accumulate(x, d);
+            let d_inputs = self.op_backward(i); // dL/dx for each input x of node i's op
+            for (x, d) in self.ops[i].inputs().into_iter().zip(d_inputs) {
+                self.accumulate(x, d); // x.grad += d
             }
         }
     }
+    // ANCHOR_END: backward
 
-    /// `x.grad += d`. The first contribution is moved in; later ones are added in float32.
+    /// Starts the backward pass: `d_output` becomes the gradient of `output`, copied into a buffer
+    /// from the backend (the fast layer hands out buffers it reuses from step to step).
+    fn set_grad(&mut self, output: NodeId, d_output: Vec<f32>) {
+        let len = self.values[output.0].data.len();
+        assert_eq!(d_output.len(), len, "wrong gradient size");
+        let mut grad = self.backend.buffer(len);
+        grad.copy_from_slice(&d_output);
+        self.grads[output.0] = grad;
+    }
+
+    /// Node `i`'s op's backward pass: the gradient of each of its inputs, in the order of
+    /// [`Op::inputs`], from node `i`'s own gradient. The backend runs the op's pair of functions.
+    fn op_backward(&mut self, i: usize) -> Vec<Vec<f32>> {
+        let mut d_inputs: Vec<Vec<f32>> = (self.ops[i].inputs().iter())
+            .map(|x| self.backend.buffer(self.values[x.0].data.len()))
+            .collect();
+        let (op, out) = (&self.ops[i], &self.values[i]);
+        self.backend
+            .backward(op, &self.values, out, &self.grads[i], &mut d_inputs);
+        d_inputs
+    }
+
+    /// `x.grad += d`. The first contribution is moved in; later ones are added in float32, and the
+    /// backend takes back the spent buffer.
     fn accumulate(&mut self, x: NodeId, mut d: Vec<f32>) {
         let grad = &mut self.grads[x.0];
         if grad.is_empty() {
@@ -196,7 +206,6 @@ impl Tape {
         }
         self.backend.reclaim(d, vec![], Op::Leaf);
     }
-    // ANCHOR_END: backward
 
     /// `clip_grad_norm(max_norm)` over every parameter's gradient; returns the norm before
     /// clipping.

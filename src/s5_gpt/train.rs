@@ -1,4 +1,4 @@
-//! Lesson layer. The chapter's `GPTTrainer`: its hyperparameters, `train` (one optimiser step per
+//! Lesson layer. The tutorial's `GPTTrainer`: its hyperparameters, `train` (one optimiser step per
 //! batch), `test` (the mean test loss) and `generate`.
 
 use std::ops::ControlFlow;
@@ -6,13 +6,13 @@ use std::ops::ControlFlow;
 use serde::{Deserialize, Serialize};
 
 use super::backend::Backend;
-use super::data::{Batch, CharDataset, Split};
+use super::data::{CharDataset, Split};
 use super::error::GptError;
 use super::generate::{Sampling, generate};
-use super::model::{Architecture, Gpt, GptConfig, dropout_masks};
+use super::model::{Architecture, Gpt, GptConfig, Model, dropout_masks};
 use super::optim::{AdamW, WarmupCosine};
 use super::tape::Tape;
-use super::tensor::Tensor;
+use super::tensor::{NodeId, Tensor};
 use crate::rng::numpy::NumpyRandom;
 
 /// Linear warm-up steps of the tutorial's scheduler.
@@ -21,8 +21,8 @@ pub const WARMUP_STEPS: usize = 100;
 /// The largest global gradient norm the tutorial lets through (`clip_grad_norm()`'s default).
 pub const MAX_GRAD_NORM: f64 = 1.0;
 
-/// The tutorial's hyperparameters (轮数, 批大小, 上下文尺寸, 嵌入尺寸, Transformer 模块数, 学习率) and its seed.
-/// `Recipe::default()` is the chapter's.
+/// The tutorial's hyperparameters (`EPOCHS`, `BATCH_SIZE`, `CONTEXT_SIZE`, `EMBEDDING_SIZE`,
+/// `BLOCKS`, `LEARNING_RATE`) and its seed. `Recipe::default()` is the chapter's.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Recipe {
     pub epochs: usize,
@@ -56,22 +56,19 @@ impl Default for Recipe {
 }
 
 // ANCHOR: train_step
-/// One training step, in the tutorial's order: zero the gradients, forward, loss, backward, clip,
-/// update. Returns the loss of this batch before the update. `masks` draws the step's dropout
-/// masks, if any.
+/// One training step, in the tutorial's order: zero the gradients, forward and loss, backward,
+/// clip, update. `loss` records the model's forward pass and its loss on the tape and returns the
+/// loss node. Returns the loss of this batch before the update.
 pub fn train_step(
     tape: &mut Tape,
-    model: &Gpt,
     optimizer: &mut AdamW,
-    batch: &Batch,
     lr: f64,
-    masks: Option<&mut NumpyRandom>,
+    loss: impl FnOnce(&mut Tape) -> NodeId,
 ) -> f32 {
     optimizer.lr = lr;
     tape.reset();
     tape.zero_grad();
-    let logits = model.forward(tape, &batch.x, batch.rows, masks); // (B, T, V)
-    let loss = tape.cross_entropy(logits, &batch.y); // ()
+    let loss = loss(tape); // ()
     let value = tape.value(loss).data[0];
     tape.backward(loss);
     tape.clip_grad_norm(MAX_GRAD_NORM);
@@ -103,7 +100,7 @@ impl TestResult {
 /// cross-entropies; `each` is called after every batch (for a progress bar).
 pub fn test(
     tape: &mut Tape,
-    model: &Gpt,
+    model: &impl Model,
     dataset: &CharDataset,
     mut each: impl FnMut(),
 ) -> TestResult {
@@ -113,7 +110,7 @@ pub fn test(
     for i in 0..batches {
         let batch = dataset.batch(Split::Test, i);
         tape.reset();
-        let logits = model.forward(tape, &batch.x, batch.rows, None); // (B, T, V)
+        let logits = model.logits(tape, &batch.x, batch.rows); // (B, T, V)
         logits_shape.clone_from(&tape.value(logits).shape);
         let loss = tape.cross_entropy(logits, &batch.y); // ()
         loss_sum += f64::from(tape.value(loss).data[0]);
@@ -222,8 +219,11 @@ impl Trainer {
                 .batch(Split::Train, s % self.dataset.len(Split::Train));
             let dropout = self.recipe.architecture.dropout > 0.0;
             let mut masks = dropout.then(|| dropout_masks(self.recipe.seed, s));
-            let (tape, optimizer) = (&mut self.tape, &mut self.optimizer);
-            let loss = train_step(tape, &self.model, optimizer, &batch, lr, masks.as_mut());
+            let (tape, optimizer, model) = (&mut self.tape, &mut self.optimizer, &self.model);
+            let loss = train_step(tape, optimizer, lr, |tape| {
+                let logits = model.forward(tape, &batch.x, batch.rows, masks.as_mut()); // (B, T, V)
+                tape.cross_entropy(logits, &batch.y) // ()
+            });
             if !loss.is_finite() {
                 return Err(GptError::LossNotFinite {
                     step: s,
