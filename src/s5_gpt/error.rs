@@ -30,6 +30,13 @@ pub enum GptError {
         context_size: usize,
     },
 
+    #[error("data file {} has {symbols} distinct characters, more than the {max} a model's vocabulary may have; use a text with fewer distinct characters", path.display())]
+    VocabularyTooLarge {
+        path: PathBuf,
+        symbols: usize,
+        max: usize,
+    },
+
     #[error(
         "the prompt has characters that are not in the vocabulary: {}; use only characters that occur in the training text",
         quoted(chars)

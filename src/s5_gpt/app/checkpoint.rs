@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use safetensors::{Dtype, SafeTensors, tensor::TensorView};
 use serde::{Deserialize, Serialize};
 
-use super::config::check_recipe;
+use super::config::{MAX_VOCABULARY, check_recipe};
 use super::files::{sha256_hex, write_atomic};
 use crate::rng::numpy::NumpyRandom;
 use crate::s5_gpt::error::GptError;
@@ -85,6 +85,15 @@ impl SavedConfig {
         }
         if self.vocab.chars().count() != self.vocab_size || self.vocab_size == 0 {
             return Some("vocab_size is not the length of vocab".into());
+        }
+        // A corpus's vocabulary is its distinct characters in code-point order (`CharDataset`),
+        // which is how a prompt finds its tokens.
+        if !self.vocab.chars().is_sorted_by(|a, b| a < b) {
+            return Some("vocab is not in code-point order, or repeats a character".into());
+        }
+        if self.vocab_size > MAX_VOCABULARY {
+            let v = self.vocab_size;
+            return Some(format!("vocab_size {v} is more than {MAX_VOCABULARY}"));
         }
         if self.warmup_steps != WARMUP_STEPS || self.max_grad_norm != MAX_GRAD_NORM {
             let (w, g) = (self.warmup_steps, self.max_grad_norm);
@@ -317,8 +326,14 @@ impl Checkpoint {
     /// The whole run as saved: the weights, and AdamW's state and the history from
     /// `optimizer.safetensors`.
     pub fn train_state(&self) -> Result<TrainState, GptError> {
-        let bytes = read_checked(&self.dir, &self.config, OPTIMIZER_FILE)?;
-        let file = parse(&self.dir.join(OPTIMIZER_FILE), &bytes)?;
+        self.train_state_from_bytes(&read(&self.dir.join(OPTIMIZER_FILE))?)
+    }
+
+    /// [`Checkpoint::train_state`] from the bytes of `optimizer.safetensors`, with its checks and
+    /// errors.
+    pub fn train_state_from_bytes(&self, bytes: &[u8]) -> Result<TrainState, GptError> {
+        check_file(&self.dir, &self.config, OPTIMIZER_FILE, bytes)?;
+        let file = parse(&self.dir.join(OPTIMIZER_FILE), bytes)?;
         let mismatch = |why: String| GptError::CheckpointMismatch {
             dir: self.dir.clone(),
             why,
@@ -335,7 +350,7 @@ impl Checkpoint {
             .chunks_exact(8)
             .map(|b| f64::from_le_bytes(b.try_into().unwrap()))
             .collect();
-        let (_, header) = SafeTensors::read_metadata(&bytes).expect("parsed above");
+        let (_, header) = SafeTensors::read_metadata(bytes).expect("parsed above");
         let saved_step = header.metadata().as_ref().and_then(|meta| meta.get("step"));
         if saved_step != Some(&step.to_string()) {
             return Err(mismatch(format!(

@@ -111,6 +111,12 @@ pub const BENCH: Limit = Limit {
     max: 1_000_000,
 };
 
+/// The most distinct characters a corpus, and so a model's vocabulary, may have. The token table and
+/// the output layer grow with it: Tiny Shakespeare has 65 and a long Chinese text some thousands,
+/// but a 4.4 MB file of every Unicode character has 1,112,063, which at the chapter's sizes would
+/// make a model of 143 million parameters that needs 4 GB to train.
+pub const MAX_VOCABULARY: usize = 65_536;
+
 /// Every setting of a run. `Config::default()` is the tutorial's chapter.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
@@ -214,7 +220,9 @@ impl Config {
     pub fn trainer(&self) -> Result<Trainer, GptError> {
         self.check()?;
         let (b, t) = (self.recipe.batch_size, self.recipe.context_size);
-        let dataset = CharDataset::load(&self.corpus()?, b, t)?;
+        let path = self.corpus()?;
+        let dataset = CharDataset::load(&path, b, t)?;
+        check_vocabulary(&dataset, &path)?;
         Ok(self.trainer_on(dataset))
     }
 
@@ -246,6 +254,19 @@ pub fn find_or_fetch(
     }
     fetch(url, dest, DATA_SHA256, progress).map_err(|e| GptError::Download(e.to_string()))?;
     Ok(dest.to_path_buf())
+}
+
+/// A corpus read from `path` whose vocabulary is small enough for a model ([`MAX_VOCABULARY`]),
+/// checked before the model is built.
+pub fn check_vocabulary(dataset: &CharDataset, path: &Path) -> Result<(), GptError> {
+    if dataset.vocab_size() <= MAX_VOCABULARY {
+        return Ok(());
+    }
+    Err(GptError::VocabularyTooLarge {
+        path: path.to_path_buf(),
+        symbols: dataset.vocab_size(),
+        max: MAX_VOCABULARY,
+    })
 }
 
 /// The model's sizes, its architecture and the training recipe, each in its range.

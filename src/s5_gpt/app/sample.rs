@@ -4,7 +4,7 @@
 
 use super::args::GenerateArgs;
 use super::checkpoint::Checkpoint;
-use super::config::{SAMPLE_LEN, TOP_K};
+use super::config::{SAMPLE_LEN, THREADS, TOP_K};
 use crate::rng::numpy::NumpyRandom;
 use crate::s5_gpt::data::CharDataset;
 use crate::s5_gpt::error::GptError;
@@ -19,21 +19,8 @@ const MAX_TEMPERATURE: f32 = 1e3;
 /// The text `s5_gpt generate` prints (without its final line break): `--prompt` and
 /// `--sample-len` characters drawn from `saved`'s model with `--temperature` and `--top-k`.
 pub fn sample(saved: &Checkpoint, args: &GenerateArgs) -> Result<String, GptError> {
-    let t = args.temperature;
-    if !(t.is_finite() && (MIN_TEMPERATURE..=MAX_TEMPERATURE).contains(&t)) {
-        let msg = format!(
-            "--temperature must be a number from {MIN_TEMPERATURE} to {MAX_TEMPERATURE}, got {t}; 1 is the chapter's"
-        );
-        return Err(GptError::Config(msg));
-    }
-    args.top_k.map(|k| TOP_K.check(k)).transpose()?;
-    SAMPLE_LEN.check(args.sample.sample_len)?;
+    let sampling = sampling(saved, args)?;
     let vocabulary = CharDataset::from_vocab(saved.config.vocab());
-    check_prompt(&vocabulary, &args.sample.prompt)?;
-    let sampling = Sampling {
-        temperature: t,
-        top_k: args.top_k,
-    };
     let cfg = args.config();
     cfg.with_threads(|| {
         let mut tape = Tape::with_backend(cfg.backend());
@@ -51,6 +38,28 @@ pub fn sample(saved: &Checkpoint, args: &GenerateArgs) -> Result<String, GptErro
             &mut rng,
             sampling,
         )
+    })
+}
+
+/// `generate`'s checks, before any model is built: `--temperature`, `--top-k`, `--sample-len`,
+/// `--threads` and the prompt against `saved`'s vocabulary. The [`Sampling`] they ask for, or the
+/// one-line error that [`sample`] returns.
+pub fn sampling(saved: &Checkpoint, args: &GenerateArgs) -> Result<Sampling, GptError> {
+    let t = args.temperature;
+    if !(t.is_finite() && (MIN_TEMPERATURE..=MAX_TEMPERATURE).contains(&t)) {
+        let msg = format!(
+            "--temperature must be a number from {MIN_TEMPERATURE} to {MAX_TEMPERATURE}, got {t}; 1 is the chapter's"
+        );
+        return Err(GptError::Config(msg));
+    }
+    args.top_k.map(|k| TOP_K.check(k)).transpose()?;
+    SAMPLE_LEN.check(args.sample.sample_len)?;
+    THREADS.check(args.compute.threads)?;
+    let vocabulary = CharDataset::from_vocab(saved.config.vocab());
+    check_prompt(&vocabulary, &args.sample.prompt)?;
+    Ok(Sampling {
+        temperature: t,
+        top_k: args.top_k,
     })
 }
 
