@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
-# Each fuzz target's seed corpus, made with the crate, in fuzz/corpus/<target>/ (or DIR/<target>/):
-# `bash fuzz/seeds.sh [DIR]`. Each target's own binary writes its seeds (src/seeds.rs), so this
-# builds nothing that fuzzing does not build anyway. The seeds are never committed (fuzz/.gitignore).
+# Writes each fuzz target's seed corpus, made with the crate, into fuzz/corpus/<target>/:
+# `bash fuzz/seeds.sh [cargo fuzz run options, e.g. -s none]`. Each target's own binary writes its
+# seeds and runs each once (fuzz/src/seeds.rs), so this builds nothing that fuzzing does not build
+# anyway. Needs nightly Rust and cargo-fuzz. The seeds are never committed (fuzz/.gitignore).
 set -euo pipefail
 cd "$(dirname "$0")"
-out=$(realpath -m "${1:-corpus}")
 for target in $(cargo +nightly fuzz list); do
-    FUZZ_WRITE_SEEDS=$out cargo +nightly fuzz run "$target" -- -runs=0
+    if ! out=$(FUZZ_WRITE_SEEDS=$PWD/corpus cargo +nightly fuzz run "$@" "$target" -- -runs=0 2>&1); then
+        echo "$out" >&2
+        echo "error: fuzz target $target could not write its seeds (above)" >&2
+        exit 1
+    fi
+    grep "^$target: " <<<"$out"
 done

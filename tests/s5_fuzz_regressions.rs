@@ -8,13 +8,16 @@
 //! | [`a_vocabulary_that_repeats_a_character_is_refused`] | `checkpoint` | `vocab` with one character written twice | it loaded, with two tokens for one character |
 //! | [`a_corpus_of_every_character_is_refused`] | `corpus` | a 4.4 MB text holding every Unicode character once | a model of 143 million parameters: 3.9 GB and 7 s for one training step |
 //! | [`a_checkpoint_vocabulary_over_the_limit_is_refused`] | `checkpoint` | `vocab_size` 65,537 | the limit of the corpus holds for a checkpoint too |
+//! | [`tensor_offsets_past_the_file_are_refused`] | `checkpoint`, `optimizer_state` | a safetensors file of a header alone, whose nine tensors claim 2⁶⁴ − 1 bytes | safetensors 0.8 added the claimed size to the header's length and overflowed: a panic in `cargo test` and `cargo run` (overflow checks on), before the checksum was looked at |
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use attention_from_scratch::s5_gpt::app::args::Cli;
-use attention_from_scratch::s5_gpt::app::checkpoint::{self, CONFIG_FILE, MODEL_FILE};
+use attention_from_scratch::s5_gpt::app::checkpoint::{
+    self, CONFIG_FILE, MODEL_FILE, OPTIMIZER_FILE,
+};
 use attention_from_scratch::s5_gpt::app::config::{Config, MAX_VOCABULARY};
 use attention_from_scratch::s5_gpt::error::GptError;
 use serde_json::Value;
@@ -167,4 +170,45 @@ fn a_checkpoint_vocabulary_over_the_limit_is_refused() {
         "{message}"
     );
     assert!(!message.contains('\n'), "{message}");
+}
+
+/// A safetensors file of nine `U8` tensors, eight of 2⁶¹ − 1 bytes and one of 7, whose
+/// `data_offsets` follow one another up to 2⁶⁴ − 1, and no data.
+fn offsets_to_2_pow_64() -> Vec<u8> {
+    let mut header = serde_json::Map::new();
+    let mut start = 0u64;
+    for i in 0..9 {
+        let size = if i < 8 {
+            (1 << 61) - 1
+        } else {
+            u64::MAX - start
+        };
+        let entry = serde_json::json!({"dtype": "U8", "shape": [size], "data_offsets": [start, start + size]});
+        header.insert(format!("t{i}"), entry);
+        start += size;
+    }
+    let header = serde_json::to_vec(&header).unwrap();
+    [&(header.len() as u64).to_le_bytes()[..], &header].concat()
+}
+
+/// Found by hand while fuzzing, and confirmed with the `checkpoint` target: safetensors 0.8 checks
+/// each tensor's offsets against its shape, and then adds the last offset to the header's length,
+/// unchecked. Offsets that run up to 2⁶⁴ − 1 overflowed that sum, a panic wherever overflow checks
+/// are on (`cargo test`, `cargo run` without `--release`), and it came before the file's checksum was
+/// compared. The crate now checks every offset against the bytes the file holds first.
+#[test]
+fn tensor_offsets_past_the_file_are_refused() {
+    let bad = offsets_to_2_pow_64();
+    let config = std::fs::read(fixture().join(CONFIG_FILE)).unwrap();
+    let message = checkpoint::from_bytes(&fixture(), &config, &bad)
+        .unwrap_err()
+        .to_string();
+    assert!(message.contains("model.safetensors cannot be used (not a complete safetensors file: tensor \"t0\" ends at byte 2305843009213693951 of the data, but the file holds 0 bytes of data)"), "{message}");
+    assert!(!message.contains('\n'), "{message}");
+
+    // The same file as AdamW's state of a resume.
+    let saved = checkpoint::load(&fixture()).unwrap();
+    let message = saved.train_state_from_bytes(&bad).unwrap_err().to_string();
+    assert!(message.contains(OPTIMIZER_FILE), "{message}");
+    assert!(message.contains("ends at byte"), "{message}");
 }

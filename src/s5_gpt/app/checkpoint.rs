@@ -411,11 +411,43 @@ fn check_file(dir: &Path, config: &SavedConfig, name: &str, bytes: &[u8]) -> Res
 }
 
 fn parse<'a>(path: &Path, bytes: &'a [u8]) -> Result<SafeTensors<'a>, GptError> {
-    SafeTensors::deserialize(bytes).map_err(|e| GptError::CheckpointFile {
+    let damaged = |why: String| GptError::CheckpointFile {
         path: path.to_path_buf(),
         // A damaged file's tensor names, which the error may quote, can hold line breaks.
-        why: format!("not a complete safetensors file: {e}").replace(char::is_control, " "),
-    })
+        why: format!("not a complete safetensors file: {why}").replace(char::is_control, " "),
+    };
+    check_offsets(bytes).map_err(damaged)?;
+    SafeTensors::deserialize(bytes).map_err(|e| damaged(e.to_string()))
+}
+
+/// The end of every tensor's `data_offsets` in a safetensors header, checked against the bytes the
+/// file really holds after its header, before the safetensors crate adds them up: version 0.8 adds
+/// them to the header's length unchecked, so offsets that reach 2⁶⁴ overflowed it (a panic where
+/// overflow checks are on, as in `cargo test` and `cargo run`). Whatever else is wrong with the
+/// header is left for safetensors to report.
+fn check_offsets(bytes: &[u8]) -> Result<(), String> {
+    let Some((length, rest)) = bytes.split_first_chunk::<8>() else {
+        return Ok(());
+    };
+    let header = usize::try_from(u64::from_le_bytes(*length)).ok();
+    let Some(header) = header.and_then(|n| rest.get(..n)) else {
+        return Ok(());
+    };
+    let data = rest.len() - header.len();
+    let Ok(entries) = serde_json::from_slice::<BTreeMap<String, serde_json::Value>>(header) else {
+        return Ok(());
+    };
+    for (name, entry) in entries.iter().filter(|(name, _)| *name != "__metadata__") {
+        let Some(end) = entry["data_offsets"][1].as_u64() else {
+            continue;
+        };
+        if end > data as u64 {
+            return Err(format!(
+                "tensor {name:?} ends at byte {end} of the data, but the file holds {data} bytes of data"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The raw bytes of tensor `name`, if it has the given shape and type.
