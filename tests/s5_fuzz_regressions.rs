@@ -8,6 +8,7 @@
 //! | [`a_vocabulary_that_repeats_a_character_is_refused`] | `checkpoint` | `vocab` with one character written twice | it loaded, with two tokens for one character |
 //! | [`a_corpus_of_every_character_is_refused`] | `corpus` | a 4.4 MB text holding every Unicode character once | a model of 143 million parameters: 3.9 GB and 7 s for one training step |
 //! | [`a_checkpoint_vocabulary_over_the_limit_is_refused`] | `checkpoint` | `vocab_size` 65,537 | the limit of the corpus holds for a checkpoint too |
+//! | [`a_header_longer_than_any_checkpoint_is_refused`] | `checkpoint` | a 98 MB `model.safetensors` whose header is one tensor with a shape of 49 million zeros | safetensors read the header (it takes up to 100 MB) into memory at about 20 bytes a byte: 2 GB and 6 s, before the checksum was compared |
 //! | [`tensor_offsets_past_the_file_are_refused`] | `checkpoint`, `optimizer_state` | a safetensors file of a header alone, whose nine tensors claim 2⁶⁴ − 1 bytes | safetensors 0.8 added the claimed size to the header's length and overflowed: a panic in `cargo test` and `cargo run` (overflow checks on), before the checksum was looked at |
 
 use std::path::{Path, PathBuf};
@@ -16,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use attention_from_scratch::s5_gpt::app::args::Cli;
 use attention_from_scratch::s5_gpt::app::checkpoint::{
-    self, CONFIG_FILE, MODEL_FILE, OPTIMIZER_FILE,
+    self, CONFIG_FILE, MAX_HEADER_BYTES, MODEL_FILE, OPTIMIZER_FILE,
 };
 use attention_from_scratch::s5_gpt::app::config::{Config, MAX_VOCABULARY};
 use attention_from_scratch::s5_gpt::error::GptError;
@@ -211,4 +212,45 @@ fn tensor_offsets_past_the_file_are_refused() {
     let message = saved.train_state_from_bytes(&bad).unwrap_err().to_string();
     assert!(message.contains(OPTIMIZER_FILE), "{message}");
     assert!(message.contains("ends at byte"), "{message}");
+}
+
+/// Found while checking the sizes the checkpoint reader trusts, beside the `checkpoint` target
+/// (whose inputs are a few kB): the safetensors crate accepts a header of up to 100 MB and holds all
+/// of it in memory as it parses. A 98 MB `model.safetensors` whose header is one tensor with a
+/// shape of 49 million zeros took 2.0 GB and 6 s to be refused by `s5_gpt generate`. A header
+/// longer than any this crate writes is now refused from its first 8 bytes.
+#[test]
+fn a_header_longer_than_any_checkpoint_is_refused() {
+    let zeros = vec!["0"; 49_000_000].join(",");
+    let header =
+        format!(r#"{{"a":{{"dtype":"F32","shape":[{zeros}],"data_offsets":[0,0]}}}}"#).into_bytes();
+    let model = [&(header.len() as u64).to_le_bytes()[..], &header].concat();
+    assert_eq!(model.len(), 98_000_060);
+    let config = std::fs::read(fixture().join(CONFIG_FILE)).unwrap();
+    let start = Instant::now();
+    let message = checkpoint::from_bytes(&fixture(), &config, &model)
+        .unwrap_err()
+        .to_string();
+    assert!(start.elapsed() < Duration::from_secs(1));
+    assert!(
+        message.contains(
+            "its header is 98000052 bytes long, more than the 1048576 of any this crate writes"
+        ),
+        "{message}"
+    );
+    assert!(!message.contains('\n'), "{message}");
+
+    // One byte over the limit is refused; the limit itself goes on to the other checks.
+    for (length, refused) in [(MAX_HEADER_BYTES + 1, true), (MAX_HEADER_BYTES, false)] {
+        let mut model = model.clone();
+        model[..8].copy_from_slice(&length.to_le_bytes());
+        let message = checkpoint::from_bytes(&fixture(), &config, &model)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            message.contains("bytes long, more than"),
+            refused,
+            "{message}"
+        );
+    }
 }

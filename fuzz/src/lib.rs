@@ -2,9 +2,10 @@
 //! test against, and the one check every target makes of an error (one line, naming the problem).
 //!
 //! Each target is a function here, `fn(&[u8])`, that panics on a fault; `fuzz_targets/*.rs` hands
-//! it to libFuzzer, and [`seeds`] makes its seed corpus. A fault is a panic,
-//! an error that is empty or longer than one line, or a run that `-timeout` or `-rss_limit_mb`
-//! stops.
+//! it to libFuzzer, and [`seeds`] makes its seed corpus. A fault is a panic, an error that is empty
+//! or longer than one line, an input that is accepted and then cannot be used (a checkpoint that
+//! loads but cannot sample, a state or a corpus that loads but cannot train), or a run that
+//! `-timeout` or `-rss_limit_mb` stops.
 //!
 //! | target | input bytes | what runs |
 //! |---|---|---|
