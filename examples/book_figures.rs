@@ -1,8 +1,8 @@
 //! Draws the book's pictures into `book/src/img/`: `cargo run --release --example book_figures`.
 //! Each is drawn twice from the same numbers: in English, and in Chinese into `book/src/img/zh-CN/`.
 //!
-//! The attention heat maps take a moment; the stage-5 loss curve trains the GPT first (about a
-//! minute), unless `--attention-only` is given.
+//! The pictures of the stages' ideas take a moment; the stage-5 loss curves train the GPT first
+//! (about a minute), unless `--quick` is given.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -18,9 +18,9 @@ use clap::Parser;
 #[derive(Debug, Parser)]
 #[command(name = "book_figures")]
 struct Args {
-    /// Draw only the attention heat maps of stages 1, 3 and 4, and skip training stage 5.
-    #[arg(long)]
-    attention_only: bool,
+    /// Draw only the pictures that need no training, and skip training stage 5.
+    #[arg(long, alias = "attention-only")]
+    quick: bool,
 }
 
 /// Writes `figure` into `book/src/img/`, whole or not at all.
@@ -57,11 +57,11 @@ fn training_curves() -> Result<Vec<Figure>, GptError> {
 
 fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     for lang in Lang::ALL {
-        for figure in figures::attention_figures(lang)? {
+        for figure in figures::quick_figures(lang)? {
             write(&figure)?;
         }
     }
-    if !args.attention_only {
+    if !args.quick {
         for figure in training_curves()? {
             write(&figure)?;
         }

@@ -39,7 +39,7 @@ const BLUES: [(u8, u8, u8); 5] = [
 ];
 
 /// The colour of `t` in [0, 1] on the [`BLUES`] scale: 0 white, 1 deep blue.
-fn blue(t: f64) -> String {
+pub(crate) fn blue(t: f64) -> String {
     let t = t.clamp(0.0, 1.0) * (BLUES.len() - 1) as f64;
     let k = (t.floor() as usize).min(BLUES.len() - 2);
     let f = t - k as f64;
@@ -69,7 +69,7 @@ const CJK_FONTS: &str = "'Noto Sans CJK SC', 'Source Han Sans SC', 'PingFang SC'
                          'Hiragino Sans GB', 'Microsoft YaHei', 'WenQuanYi Micro Hei', sans-serif";
 
 /// The opening tag, a white background and the title centred on top.
-fn open_svg(lang: Lang, width: f64, height: f64, title: &str) -> String {
+pub(crate) fn open_svg(lang: Lang, width: f64, height: f64, title: &str) -> String {
     let fonts = lang.pick("sans-serif", CJK_FONTS);
     format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width:.0}\" height=\"{height:.0}\" \
@@ -82,7 +82,7 @@ fn open_svg(lang: Lang, width: f64, height: f64, title: &str) -> String {
 }
 
 /// Escapes the characters XML reserves.
-fn escape(text: &str) -> String {
+pub(crate) fn escape(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

@@ -162,17 +162,17 @@ fn every_chapter_is_in_the_summary() {
 }
 
 #[test]
-fn committed_attention_pictures_are_what_the_code_draws() {
+fn committed_quick_pictures_are_what_the_code_draws() {
     // Both editions' copies: book/src/img/ and book/src/img/zh-CN/.
     let figures = attention_from_scratch::lang::Lang::ALL
         .into_iter()
-        .flat_map(|lang| attention_from_scratch::figures::attention_figures(lang).unwrap());
+        .flat_map(|lang| attention_from_scratch::figures::quick_figures(lang).unwrap());
     for figure in figures {
         let committed = attention_from_scratch::figures::committed(&figure.file)
             .unwrap_or_else(|e| panic!("book/src/img/{}: {e}", figure.file));
         assert!(
             committed == figure.svg,
-            "book/src/img/{} is stale; run `cargo run --release --example book_figures`",
+            "book/src/img/{} is stale; run `cargo run --release --example book_figures -- --quick`",
             figure.file
         );
     }
