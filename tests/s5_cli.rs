@@ -397,6 +397,41 @@ fn a_cold_and_a_hot_sample_for_the_book() {
         sample(&["--temperature", "0.5", "--top-k", "5"])
     );
     insta::assert_snapshot!("sample_hot", sample(&["--temperature", "1.5"]));
+
+    // The distributions the samples are drawn from, after "JULIET:\nI".
+    let probs = |extra: &[&str]| {
+        let args = ["generate", "--checkpoint", path(&dir), "--probs"];
+        let prompt = ["--prompt", "JULIET:\nI"];
+        ok(&[&args[..], &prompt, extra].concat())
+    };
+    let warm = probs(&[]);
+    insta::assert_snapshot!("probs", warm);
+    assert_is_a_distribution(&warm);
+    let top_5 = probs(&["--temperature", "0.5", "--top-k", "5"]);
+    insta::assert_snapshot!("probs_cold_top_5", top_5);
+    assert_is_a_distribution(&top_5);
+    assert!(
+        top_5.lines().count() <= 5 + 1,
+        "five and a tie at most:\n{top_5}"
+    );
+    let first = |text: &str| text.lines().next().unwrap()[..6].to_string();
+    assert_eq!(
+        first(&warm),
+        first(&top_5),
+        "the likeliest stays the likeliest"
+    );
+}
+
+/// `generate --probs` lines: likeliest first, each probability above 0, together 1.
+fn assert_is_a_distribution(lines: &str) {
+    let p: Vec<f64> = lines
+        .lines()
+        .map(|line| line.rsplit(' ').next().unwrap().parse().unwrap())
+        .collect();
+    assert!(p.windows(2).all(|w| w[0] >= w[1]), "sorted:\n{lines}");
+    assert!(p.iter().all(|&p| p > 0.0), "none of 0:\n{lines}");
+    let sum: f64 = p.iter().sum();
+    assert!((sum - 1.0).abs() < 1e-5, "sum {sum}:\n{lines}");
 }
 
 /// What `train` printed, as the book shows it: each log line without its time per step, and without the
@@ -442,6 +477,50 @@ fn plot_and_csv_show_every_step() {
     assert!(!svg.contains("test loss"), "train does not test");
     let csv = std::fs::read_to_string(csv).unwrap();
     assert_eq!(csv.lines().count(), 1 + 30);
+}
+
+/// `--eval-every` adds estimates and changes nothing else: the same log lines, the same step, lr
+/// and loss columns, the same checkpoint.
+#[test]
+fn estimates_change_nothing_else() {
+    let dir = scratch("estimates");
+    let run = |name: &str, extra: &[&str]| {
+        let (csv, save) = (dir.join(format!("{name}.csv")), dir.join(name));
+        let args = [
+            "train",
+            "--max-steps",
+            "600",
+            "--quiet",
+            "--log-every",
+            "200",
+        ];
+        let files = ["--loss-csv", path(&csv), "--save", path(&save)];
+        let log = ok(&[&args[..], &files, extra].concat());
+        let csv = std::fs::read_to_string(csv).unwrap();
+        (without_times(&log, &save), csv, save)
+    };
+    let (log, csv, save) = run("plain", &[]);
+    let (log_e, csv_e, save_e) = run("estimated", &["--eval-every", "200"]);
+    assert_same_checkpoint(&save, &save_e, "with --eval-every");
+    let (estimates, rest): (Vec<&str>, Vec<&str>) =
+        log_e.lines().partition(|l| l.starts_with("estimate "));
+    assert_eq!(rest.join("\n"), log);
+    assert_eq!(
+        estimates.len(),
+        4,
+        "after 0, 200, 400 and 600 steps:\n{log_e}"
+    );
+    let first_three = |line: &str| line.splitn(4, ',').take(3).collect::<Vec<_>>().join(",");
+    let cut: Vec<String> = csv_e.lines().map(first_three).collect();
+    assert_eq!(cut, csv.lines().collect::<Vec<_>>());
+    let estimated: Vec<&str> = csv_e.lines().filter(|l| !l.ends_with(",,")).collect();
+    assert_eq!(estimated.len(), 1 + 3, "the header and steps 0, 200, 400");
+    assert!(estimated[0].ends_with(",train_estimate,heldout_estimate"));
+    for (line, step) in estimated[1..].iter().zip(["0,", "200,", "400,"]) {
+        assert!(line.starts_with(step), "{line}");
+        let held_out: f64 = line.rsplit(',').next().unwrap().parse().unwrap();
+        assert!(held_out > 2.0 && held_out < 4.5, "{line}");
+    }
 }
 
 #[test]

@@ -215,6 +215,7 @@ pub fn generate_args(prompt: &str, sample_len: usize, reference: bool) -> Genera
         seed: 42,
         temperature: 1.0,
         top_k: None,
+        probs: false,
         compute: ComputeArgs {
             threads: 1,
             reference,

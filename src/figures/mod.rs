@@ -13,6 +13,7 @@ use crate::s1_simple::{TOKENS, inputs, simple_attention};
 use crate::s2_trainable::D_OUT;
 use crate::s3_causal::{CausalAttention, batch};
 use crate::s4_multihead::MultiHeadAttention;
+use crate::s5_gpt::train::Estimate;
 use crate::{BookSeeds, Error};
 
 mod stage1;
@@ -149,11 +150,36 @@ fn smoothed(losses: &[f32], window: usize) -> Vec<(f64, f64)> {
 /// Stage 5's loss curve: the training loss of every step, averaged over windows of 200 steps, and
 /// the test loss after training, when there is one, as a level line.
 pub fn loss_curve(lang: Lang, losses: &[f32], test_loss: Option<f64>) -> Figure {
+    loss_curves(lang, losses, &[], test_loss)
+}
+
+/// [`loss_curve`] with the `--eval-every` estimates: the mean loss on the fixed train batches and
+/// on the fixed held-out batches at each estimate's step.
+pub fn loss_curves(
+    lang: Lang,
+    losses: &[f32],
+    estimates: &[Estimate],
+    test_loss: Option<f64>,
+) -> Figure {
     let mut series = vec![Series {
         name: lang.pick("train loss (200-step mean)", "训练损失（每 200 步的均值）"),
         colour: "#1f77b4",
         points: smoothed(losses, 200),
     }];
+    if !estimates.is_empty() {
+        let at =
+            |f: fn(&Estimate) -> f64| estimates.iter().map(|e| (e.step as f64, f(e))).collect();
+        series.push(Series {
+            name: lang.pick("estimate on train batches", "训练批次上的估计"),
+            colour: "#ff7f0e",
+            points: at(|e| e.train),
+        });
+        series.push(Series {
+            name: lang.pick("estimate on held-out batches", "留出批次上的估计"),
+            colour: "#9467bd",
+            points: at(|e| e.test),
+        });
+    }
     if let Some(test_loss) = test_loss {
         let last = losses.len() as f64;
         series.push(Series {

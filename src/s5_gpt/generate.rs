@@ -59,6 +59,34 @@ pub fn generate(
     Ok(dataset.decode(&tokens))
 }
 
+// ANCHOR: next_char
+/// The distribution [`generate`] draws the character after `prompt` from, with `sampling`'s
+/// temperature and top-k: (character, probability) for each character whose probability is above
+/// 0, the likeliest first (ties in vocabulary order).
+pub fn next_char_probabilities(
+    tape: &mut Tape,
+    model: &impl Model,
+    dataset: &CharDataset,
+    prompt: &str,
+    sampling: Sampling,
+) -> Result<Vec<(char, f64)>, GptError> {
+    let tokens = dataset.encode(prompt)?;
+    if tokens.is_empty() {
+        return Err(GptError::EmptyPrompt);
+    }
+    let window = &tokens[tokens.len().saturating_sub(model.context_size())..];
+    tape.reset();
+    let logits = model.logits(tape, window, 1); // (1, L, V)
+    let probs = probabilities(last_row(tape.value(logits)), sampling); // (V)
+    tape.reset();
+    let mut next: Vec<(char, f64)> = (dataset.vocab.iter().copied().zip(probs))
+        .filter(|&(_, p)| p > 0.0)
+        .collect();
+    next.sort_by(|a, b| b.1.total_cmp(&a.1)); // a stable sort: ties keep vocabulary order
+    Ok(next)
+}
+// ANCHOR_END: next_char
+
 /// The last row of logits (…, V): the scores of the character after the last one.
 fn last_row(logits: &Tensor) -> &[f32] {
     &logits.data[logits.data.len() - logits.last_dim()..]

@@ -12,7 +12,7 @@
 //!
 //! | layer | modules | what it is |
 //! |---|---|---|
-//! | **lesson** (the book shows it) | [`tensor`], [`ops`], [`backend`], [`tape`], [`model`], [`data`], [`optim`], [`train`], [`generate`](mod@generate), [`error`] | plain single-threaded Rust that defines every bit of a run |
+//! | **lesson** (the book shows it) | [`tensor`], [`ops`], [`backend`], [`tape`], [`model`], [`data`], [`optim`], [`train`], [`generate`](mod@generate), [`baseline`], [`error`] | plain single-threaded Rust that defines every bit of a run |
 //! | **fast** (the default) | [`fast`] | product kernels, vector lanes, helper threads, buffer reuse and per-op timers that give the lesson's bits |
 //! | **tool** | [`app`] | the `s5_gpt` command line, the chapter run, checkpoints, progress, the corpus download and the benchmark |
 //!
@@ -27,6 +27,7 @@
 //! | [`optim`] | `AdamWOptimizer`, `clip_grad_norm`, `WarmupCosineScheduler` |
 //! | [`train`] | the hyperparameters and `GPTTrainer.train` and `.test` |
 //! | [`generate`](mod@generate) | `GPTTrainer.generate` |
+//! | [`baseline`] | (not in the tutorial) a bigram model, the yardstick of the held-out curve |
 //!
 //! [`model::Gpt`] is the same model with an [`model::Architecture`], which adds back what the
 //! tutorial's model leaves out (Q/K/V projections, heads, residual connections, LayerNorm, dropout,
@@ -57,6 +58,7 @@
 
 pub mod app;
 pub mod backend;
+pub mod baseline;
 pub mod data;
 pub mod error;
 pub mod fast;

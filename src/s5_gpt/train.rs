@@ -125,6 +125,45 @@ pub fn test(
 }
 // ANCHOR_END: test
 
+// ANCHOR: estimate
+/// The model's loss at one point of a run, estimated on fixed batches of each split.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Estimate {
+    /// Steps trained before the estimate: the model whose loss row `step` of the log shows.
+    pub step: usize,
+    /// The mean loss on the fixed training batches.
+    pub train: f64,
+    /// The mean loss on the fixed held-out (test) batches.
+    pub test: f64,
+}
+
+/// The mean loss on `k` fixed batches of `split`, spread evenly over it (batch i·n/k for i < k),
+/// without dropout or gradients, as nanoGPT's `estimate_loss` does every `eval_interval` steps.
+/// The same batches every time, so two estimates differ only because the model changed. It draws
+/// no random numbers and changes no parameter, so a run that estimates trains the same bits as one
+/// that does not. NaN when the split has no batch.
+pub fn estimate(
+    tape: &mut Tape,
+    model: &impl Model,
+    dataset: &CharDataset,
+    split: Split,
+    k: usize,
+) -> f64 {
+    let n = dataset.len(split);
+    let k = k.min(n);
+    let mut loss_sum = 0.0f64;
+    for i in 0..k {
+        let batch = dataset.batch(split, i * n / k);
+        tape.reset();
+        let logits = model.logits(tape, &batch.x, batch.rows); // (B, T, V)
+        let loss = tape.cross_entropy(logits, &batch.y); // ()
+        loss_sum += f64::from(tape.value(loss).data[0]);
+    }
+    tape.reset();
+    loss_sum / k as f64
+}
+// ANCHOR_END: estimate
+
 /// Everything a run needs to go on later, as plain data: what a checkpoint saves.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TrainState {
@@ -209,7 +248,7 @@ impl Trainer {
     /// not a finite number ends it with an error: every later step would be NaN too.
     pub fn train(
         &mut self,
-        mut each: impl FnMut(&Trainer) -> ControlFlow<()>,
+        mut each: impl FnMut(&mut Trainer) -> ControlFlow<()>,
     ) -> Result<(), GptError> {
         while self.losses.len() < self.steps {
             let s = self.losses.len();
@@ -243,6 +282,16 @@ impl Trainer {
     /// The mean loss over the test split; `each` is called after every batch.
     pub fn test(&mut self, each: impl FnMut()) -> TestResult {
         test(&mut self.tape, &self.model, &self.dataset, each)
+    }
+
+    /// The loss now on `k` fixed training batches and `k` fixed test batches ([`estimate`]).
+    pub fn estimate(&mut self, k: usize) -> Estimate {
+        let (tape, model, dataset) = (&mut self.tape, &self.model, &self.dataset);
+        Estimate {
+            step: self.losses.len(),
+            train: estimate(tape, model, dataset, Split::Train, k),
+            test: estimate(tape, model, dataset, Split::Test, k),
+        }
     }
 
     /// `prompt` and `steps` sampled characters, continuing the generator's stream.

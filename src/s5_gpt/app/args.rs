@@ -9,8 +9,8 @@ use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use super::config::{
-    BATCH_SIZE, BENCH, BLOCKS, CONTEXT_SIZE, Config, EMBEDDING_SIZE, EPOCHS, HEADS, LOG_EVERY,
-    MAX_STEPS, SAMPLE_LEN, SAVE_EVERY, THREADS, TOP_K,
+    BATCH_SIZE, BENCH, BLOCKS, CONTEXT_SIZE, Config, EMBEDDING_SIZE, EPOCHS, EVAL_BATCHES,
+    EVAL_EVERY, HEADS, LOG_EVERY, MAX_STEPS, SAMPLE_LEN, SAVE_EVERY, THREADS, TOP_K,
 };
 use crate::s5_gpt::model::Architecture;
 use crate::s5_gpt::ops::MASK_VALUE;
@@ -177,7 +177,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "N",
           help = MAX_STEPS.help("Stop training after step N of the schedule [default: the end of the last epoch]"))]
     pub max_steps: Option<usize>,
-    /// Write step,lr,loss of every step to this CSV file
+    /// Write step,lr,loss of every step to this CSV file (and the estimates, with --eval-every)
     #[arg(long, value_name = "PATH")]
     pub loss_csv: Option<PathBuf>,
     /// Draw the loss curve into this SVG file
@@ -185,6 +185,10 @@ pub struct RunArgs {
     pub plot: Option<PathBuf>,
     #[arg(long, value_name = "N", default_value_t = 1000, help = LOG_EVERY.help("Print a line every N steps (0: never)"))]
     pub log_every: usize,
+    #[arg(long, value_name = "N", default_value_t = 0, help = EVAL_EVERY.help("Estimate the loss on fixed train and held-out batches every N steps, without dropout, and add it to the log, the CSV and the plot (0: never); the training is the same"))]
+    pub eval_every: usize,
+    #[arg(long, value_name = "K", default_value_t = 50, help = EVAL_BATCHES.help("Batches of each split that one estimate averages"))]
+    pub eval_batches: usize,
     #[command(flatten)]
     pub compute: ComputeArgs,
     /// Show no progress bar (it is shown only when stderr is a terminal anyway)
@@ -215,6 +219,8 @@ impl RunArgs {
             loss_csv: self.loss_csv.clone(),
             plot: self.plot.clone(),
             log_every: self.log_every,
+            eval_every: self.eval_every,
+            eval_batches: self.eval_batches,
             threads: self.compute.threads,
             reference: self.compute.reference,
             progress: !self.quiet,
@@ -339,6 +345,11 @@ pub struct GenerateArgs {
     #[arg(long, value_name = "K", help_heading = "Sampling",
           help = TOP_K.help("Draw only among the K likeliest characters [default: all]"))]
     pub top_k: Option<usize>,
+    /// Print, instead of a sample, the distribution of the character after the prompt with this
+    /// temperature and top-k: a line per character that can be drawn, likeliest first, its
+    /// probability last
+    #[arg(long, help_heading = "Sampling")]
+    pub probs: bool,
     #[command(flatten)]
     pub compute: ComputeArgs,
 }

@@ -95,6 +95,16 @@ pub const SAVE_EVERY: Limit = Limit {
     min: 0,
     max: 100_000_000,
 };
+pub const EVAL_EVERY: Limit = Limit {
+    flag: "--eval-every",
+    min: 0,
+    max: 100_000_000,
+};
+pub const EVAL_BATCHES: Limit = Limit {
+    flag: "--eval-batches",
+    min: 1,
+    max: 100_000,
+};
 pub const SAMPLE_LEN: Limit = Limit {
     flag: "--sample-len",
     min: 0,
@@ -131,6 +141,10 @@ pub struct Config {
     pub plot: Option<PathBuf>,
     /// Print a training-loss line every this many steps (0: never).
     pub log_every: usize,
+    /// Estimate the loss on fixed train and held-out batches every this many steps (0: never).
+    pub eval_every: usize,
+    /// Batches of each split one estimate averages.
+    pub eval_batches: usize,
     pub prompt: String,
     /// Characters to generate after the prompt.
     pub sample_len: usize,
@@ -155,6 +169,8 @@ impl Default for Config {
             loss_csv: None,
             plot: None,
             log_every: 1000,
+            eval_every: 0,
+            eval_batches: 50,
             prompt: "ROMEO:".to_string(),
             sample_len: 512,
             threads: 0,
@@ -172,6 +188,8 @@ impl Config {
         THREADS.check(self.threads)?;
         SAMPLE_LEN.check(self.sample_len)?;
         LOG_EVERY.check(self.log_every)?;
+        EVAL_EVERY.check(self.eval_every)?;
+        EVAL_BATCHES.check(self.eval_batches)?;
         self.max_steps.map(|s| MAX_STEPS.check(s)).transpose()?;
         // Found out now, not a minute later when the file is written.
         for (flag, path) in [("--loss-csv", &self.loss_csv), ("--plot", &self.plot)] {

@@ -30,6 +30,10 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), GptError> {
 /// The first line of the `--loss-csv` file.
 pub const LOSS_CSV_HEADER: &str = "step,lr,loss\n";
 
+/// The first line of the `--loss-csv` file with `--eval-every`: two more columns, filled on the
+/// rows of the steps an estimate was made at (before that step's update, as `loss` is).
+pub const LOSS_CSV_HEADER_ESTIMATES: &str = "step,lr,loss,train_estimate,heldout_estimate\n";
+
 /// The `--loss-csv` line of step `step`: each number as Rust prints it, the shortest text that
 /// reads back as the same float.
 pub fn loss_csv_line(step: usize, lr: f64, loss: f32) -> String {

@@ -9,6 +9,7 @@
 //! | [`args`] | the flags, each declared once |
 //! | [`config`] | the one `Config` a run is built from, and the limits of every number |
 //! | [`chapter`] | the chapter run and its report |
+//! | [`estimates`] | `--eval-every`: the loss on fixed train and held-out batches |
 //! | [`checkpoint`] | saving and loading a run in safetensors files |
 //! | [`sample`] | `generate`'s checks and sample from a checkpoint |
 //! | [`files`] | whole-or-nothing writes, sha256 checks and the loss CSV's lines |
@@ -26,6 +27,8 @@
 pub mod args;
 pub mod checkpoint;
 pub mod config;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod estimates;
 pub mod files;
 pub mod sample;
 
@@ -43,7 +46,7 @@ pub mod fetch;
 pub mod progress;
 
 #[cfg(not(target_arch = "wasm32"))]
-pub use chapter::{Report, run};
+pub use chapter::{Report, run, run_and};
 #[cfg(not(target_arch = "wasm32"))]
 pub use command::main;
 pub use config::Config;

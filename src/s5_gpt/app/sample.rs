@@ -8,7 +8,7 @@ use super::config::{SAMPLE_LEN, THREADS, TOP_K};
 use crate::rng::numpy::NumpyRandom;
 use crate::s5_gpt::data::CharDataset;
 use crate::s5_gpt::error::GptError;
-use crate::s5_gpt::generate::{Sampling, generate};
+use crate::s5_gpt::generate::{Sampling, generate, next_char_probabilities};
 use crate::s5_gpt::tape::Tape;
 
 /// Temperatures outside these make no sense to sample with: below, logits divided by it overflow
@@ -39,6 +39,32 @@ pub fn sample(saved: &Checkpoint, args: &GenerateArgs) -> Result<String, GptErro
             sampling,
         )
     })
+}
+
+/// What `s5_gpt generate --probs` prints (without its final line break): the distribution of the
+/// character after `--prompt`, one line per character whose probability is above 0, the likeliest
+/// first: the character quoted as Rust writes a `char` (`'\n'`, `' '`), then its probability as
+/// float32 prints it, the shortest text that reads back as the same float.
+pub fn probs(saved: &Checkpoint, args: &GenerateArgs) -> Result<String, GptError> {
+    let sampling = sampling(saved, args)?;
+    let vocabulary = CharDataset::from_vocab(saved.config.vocab());
+    let cfg = args.config();
+    let next = cfg.with_threads(|| {
+        let mut tape = Tape::with_backend(cfg.backend());
+        let model = saved.model(&mut tape, &mut NumpyRandom::seed(args.seed));
+        next_char_probabilities(
+            &mut tape,
+            &model,
+            &vocabulary,
+            &args.sample.prompt,
+            sampling,
+        )
+    })?;
+    let lines: Vec<String> = next
+        .iter()
+        .map(|&(c, p)| format!("{:<6} {}", format!("{c:?}"), p as f32))
+        .collect();
+    Ok(lines.join("\n"))
 }
 
 /// `generate`'s checks, before any model is built: `--temperature`, `--top-k`, `--sample-len`,

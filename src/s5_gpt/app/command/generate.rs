@@ -4,13 +4,18 @@ use std::io::Write;
 
 use super::super::args::GenerateArgs;
 use super::super::checkpoint;
-use super::super::sample::sample;
+use super::super::sample::{probs, sample};
 use crate::s5_gpt::error::GptError;
 
-/// `s5_gpt generate`: a sample from a checkpoint.
+/// `s5_gpt generate`: a sample from a checkpoint, or with `--probs` the distribution it draws the
+/// first character from.
 pub fn run(args: GenerateArgs, out: &mut impl Write) -> Result<(), GptError> {
     let saved = checkpoint::load(&args.checkpoint)?;
-    let text = sample(&saved, &args)?;
+    let text = if args.probs {
+        probs(&saved, &args)?
+    } else {
+        sample(&saved, &args)?
+    };
     writeln!(out, "{text}")?;
     Ok(())
 }

@@ -11,6 +11,7 @@ use super::super::args::{TrainArgs, recipe_flags};
 use super::super::chapter::{describe, write_curves};
 use super::super::checkpoint::{self, CONFIG_FILE, Checkpoint};
 use super::super::config::{Config, SAVE_EVERY};
+use super::super::estimates::Estimates;
 use super::super::progress::Progress;
 use super::{Outcome, warn_about_corpus};
 use crate::s5_gpt::data::CharDataset;
@@ -46,8 +47,16 @@ pub fn run(args: TrainArgs, out: &mut impl Write, stop: &AtomicBool) -> Result<O
             )?;
         }
         describe(out, &trainer)?;
-        let outcome = train_steps(&mut trainer, &args, save.as_ref(), out, stop)?;
-        write_curves(&cfg, &trainer, None)?;
+        let mut estimates = Estimates::new(&cfg);
+        let outcome = train_steps(
+            &mut trainer,
+            &args,
+            &mut estimates,
+            save.as_ref(),
+            out,
+            stop,
+        )?;
+        write_curves(&cfg, &trainer, None, &estimates.points)?;
         if let Some(dir) = &save {
             checkpoint::save(dir, &trainer.state())?;
         }
@@ -61,6 +70,7 @@ pub fn run(args: TrainArgs, out: &mut impl Write, stop: &AtomicBool) -> Result<O
 fn train_steps(
     trainer: &mut Trainer,
     args: &TrainArgs,
+    estimates: &mut Estimates,
     save: Option<&PathBuf>,
     out: &mut impl Write,
     stop: &AtomicBool,
@@ -68,7 +78,10 @@ fn train_steps(
     let start = trainer.losses.len();
     let mut progress = Progress::new("train", "steps", (start, trainer.steps), !args.run.quiet);
     let mut since = (Instant::now(), start);
-    let mut failed = Ok(());
+    let mut failed = match estimates.due(trainer) {
+        Some(line) => writeln!(out, "{line}").map_err(GptError::from),
+        None => Ok(()),
+    };
     let mut outcome = Outcome::Done;
     if stop.load(Ordering::Relaxed) && start < trainer.steps {
         progress.finish();
@@ -79,11 +92,19 @@ fn train_steps(
         let loss = trainer.losses[s];
         progress.step(Some(loss));
         let log_every = args.run.log_every;
-        if log_every > 0 && (s.is_multiple_of(log_every) || s + 1 == trainer.steps) {
+        let log = log_every > 0 && (s.is_multiple_of(log_every) || s + 1 == trainer.steps);
+        if log && failed.is_ok() {
             let ms = since.0.elapsed().as_secs_f64() * 1e3 / (s + 1 - since.1) as f64;
             since = (Instant::now(), s + 1);
             let lr = trainer.lrs[s];
             let line = format!("step {s}: loss {loss:.4}, lr {lr:.1e}, {ms:.1} ms/step");
+            failed = progress
+                .suspend(|| writeln!(out, "{line}"))
+                .map_err(GptError::from);
+        }
+        if let Some(line) = estimates.due(trainer)
+            && failed.is_ok()
+        {
             failed = progress
                 .suspend(|| writeln!(out, "{line}"))
                 .map_err(GptError::from);
