@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use attention_from_scratch::cli::exit_code;
-use attention_from_scratch::figures::{self, Figure};
+use attention_from_scratch::figures::{self, Figure, trained};
 use attention_from_scratch::lang::Lang;
 use attention_from_scratch::s5_gpt::app::files::write_atomic;
 use attention_from_scratch::s5_gpt::{self, GptError, app::Config};
@@ -38,18 +38,25 @@ fn write(figure: &Figure) -> Result<(), GptError> {
     Ok(())
 }
 
-/// Trains stage 5 with the tutorial's settings and draws its loss curve and learning rate, in both
-/// editions' words (about a minute in release).
+/// Trains stage 5 with the tutorial's settings, estimating the loss every 1,000 steps, and draws
+/// its curves, its learning rate and its next-character distributions, in both editions' words
+/// (about a minute in release).
 fn training_curves() -> Result<Vec<Figure>, GptError> {
     let cfg = Config {
         progress: true,
+        eval_every: trained::EVAL_EVERY,
         ..Config::default()
     };
-    let report = s5_gpt::app::run(&mut std::io::sink(), &cfg)?;
+    let (report, seen) = s5_gpt::app::run_and(&mut std::io::sink(), &cfg, trained::look_at)?;
+    let seen = seen?;
     let figures = Lang::ALL.into_iter().flat_map(|lang| {
+        let (losses, estimates) = (&report.losses, &report.estimates);
+        let [heldout, next] = trained::figures(lang, losses, estimates, report.test_loss, &seen);
         [
-            figures::loss_curve(lang, &report.losses, Some(report.test_loss)),
+            figures::loss_curve(lang, losses, Some(report.test_loss)),
             figures::learning_rate_curve(lang, &report.lrs),
+            heldout,
+            next,
         ]
     });
     Ok(figures.collect())

@@ -380,3 +380,49 @@ fn exercise_3_3<W: Write>(out: &mut W, seeds: BookSeeds) -> Result<(), Error> {
     )?;
     Ok(())
 }
+
+// ANCHOR: head_0_both_ways
+/// Head 0 of the chapter's queries (seed 123, first batch item), split into heads two ways: as
+/// `MultiHeadAttention` splits them, `view` to (B, T, H, D) then `transpose(1, 2)`, and by a
+/// straight reshape to (B, H, T, D). Each row of head 0 is printed with the entry of Q it came
+/// from: its token, its column, and the head that column belongs to. Not in the book: it shows
+/// why the split needs the transpose.
+pub fn head_0_both_ways(seeds: BookSeeds) -> Result<String, Error> {
+    let batch = batch(); // (B, T, C)
+    let (_, t, d_in) = batch.dim();
+    let mut rng = Generator::manual_seed(seeds.seed_123);
+    let mha = MultiHeadAttention::new(&mut rng, d_in, 2, t, 0.0, 2, false)?;
+    let (h, d) = (mha.num_heads, mha.head_dim());
+    let q = project(&mha.w_query, &batch.view()).index_axis_move(Axis(0), 0); // (T, d_out)
+    // Each entry with where it came from, moved by the same reshapes as the numbers.
+    let entries = Array2::from_shape_fn(q.dim(), |(token, column)| {
+        (token, column, q[(token, column)])
+    });
+    let viewed = entries
+        .clone()
+        .into_shape_with_order((t, h, d))
+        .expect("T·H·D entries"); // (T, H, D)
+    let split = viewed.permuted_axes([1, 0, 2]); // (H, T, D)
+    let reshaped = entries
+        .into_shape_with_order((h, t, d))
+        .expect("H·T·D entries"); // (H, T, D)
+    let mut lines = vec![];
+    for (how, heads) in [
+        ("view, then transpose(1, 2)", split),
+        ("reshape to (B, H, T, D)", reshaped),
+    ] {
+        if !lines.is_empty() {
+            lines.push(String::new());
+        }
+        lines.push(format!("head 0 after {how}:"));
+        for &(token, column, value) in heads.index_axis(Axis(0), 0).iter() {
+            let word = crate::s1_simple::TOKENS[token];
+            let owner = column / d;
+            lines.push(format!(
+                "  {word:<8} Q[{token}, {column}] = {value:7.4}  (head {owner})"
+            ));
+        }
+    }
+    Ok(lines.join("\n"))
+}
+// ANCHOR_END: head_0_both_ways

@@ -340,3 +340,14 @@ fn exercise_the_split_layer_with_the_wrappers_weights_gives_the_wrappers_output(
     assert!(cell_34.starts_with(&print::tensor(&actual)), "{cell_34}");
     insta::assert_snapshot!("exercise_from_wrapper", print::tensor(&actual));
 }
+
+#[test]
+fn a_straight_reshape_puts_both_heads_of_three_tokens_into_head_0() {
+    let printed = s4_multihead::head_0_both_ways(BookSeeds::default()).unwrap();
+    let (split, reshaped) = printed.split_once("head 0 after reshape").unwrap();
+    assert_eq!(split.matches("(head 0)").count(), 6);
+    assert_eq!(split.matches("(head 1)").count(), 0);
+    assert_eq!(reshaped.matches("(head 0)").count(), 3);
+    assert_eq!(reshaped.matches("(head 1)").count(), 3);
+    insta::assert_snapshot!("head_0_both_ways", printed);
+}

@@ -1001,9 +1001,29 @@ fn chapter_parts(out: &str) -> [&str; 4] {
 /// loss and the 512-character sample. About 1.5 minutes at opt-level 3.
 #[test]
 fn chapter_run() {
+    // The chapter's run, estimating its loss every 1,000 steps for the book's held-out curve. The
+    // estimates change nothing else (`tests/s5_cli.rs` checks that byte for byte): without their
+    // lines, the output is the one `cargo run --release --example s5_gpt` prints.
+    use attention_from_scratch::figures::trained;
+    let cfg = Config {
+        eval_every: trained::EVAL_EVERY,
+        ..Config::default()
+    };
     let mut out = Vec::new();
-    let report =
-        app::run(&mut out, &Config::default()).expect("Tiny Shakespeare: run data/fetch.sh");
+    let (report, seen) = app::run_and(&mut out, &cfg, trained::look_at)
+        .expect("Tiny Shakespeare: run data/fetch.sh");
+    let seen = seen.unwrap();
+    assert_eq!(
+        report.estimates.len(),
+        32,
+        "after 0, 1,000, …, 31,000 steps"
+    );
+    let (estimates, out): (Vec<&str>, Vec<&str>) = std::str::from_utf8(&out)
+        .unwrap()
+        .split_inclusive('\n')
+        .partition(|line| line.starts_with("estimate after "));
+    insta::assert_snapshot!("chapter_estimates", estimates.concat());
+    let out = out.concat().into_bytes();
     assert_eq!(report.losses.len(), 31_368);
     assert_eq!(report.test_batches, 1_742);
     assert!(
@@ -1033,11 +1053,21 @@ fn chapter_run() {
     use attention_from_scratch::figures::{committed, learning_rate_curve, loss_curve};
     use attention_from_scratch::lang::Lang;
     let curves = Lang::ALL.into_iter().flat_map(|lang| {
+        let (losses, estimates) = (&report.losses, &report.estimates);
+        let [heldout, next] = trained::figures(lang, losses, estimates, report.test_loss, &seen);
         [
-            loss_curve(lang, &report.losses, Some(report.test_loss)),
+            loss_curve(lang, losses, Some(report.test_loss)),
             learning_rate_curve(lang, &report.lrs),
+            heldout,
+            next,
         ]
     });
+    // The model ends below the bigram model, on held-out text as on the test split.
+    let last = report.estimates.last().unwrap();
+    assert!(
+        last.test < seen.bigram && report.test_loss < seen.bigram,
+        "{last:?} {seen:?}"
+    );
     for figure in curves {
         assert!(
             committed(&figure.file).unwrap_or_default() == figure.svg,

@@ -21,6 +21,7 @@ mod stage2;
 mod stage3;
 mod stage4;
 mod stage5;
+pub mod trained;
 
 /// A picture: its path under `book/src/img/` (`zh-CN/…` for the Chinese edition's) and its SVG text.
 pub struct Figure {

@@ -1,10 +1,581 @@
-//! The pictures of stage 1 (§3.3), drawn from the crate's own numbers.
+//! The pictures of stage 1 (§3.3), drawn from the crate's own numbers: the inputs and their scores
+//! with the query x⁽²⁾ (`s1_inputs.svg`), and the query's three steps, score → weight → context
+//! vector, in one picture (`s1_journey.svg`).
+//!
+//! The small drawing helpers here (text, shaded cells, bars, arrows) are shared with stage 2's
+//! pictures. Every element is written with one-decimal coordinates, so the files are byte-stable.
+
+use std::fmt::Write;
+
+use ndarray::{Array1, Array2};
 
 use super::Figure;
 use crate::Error;
 use crate::lang::Lang;
+use crate::plot::{blue, escape, open_svg};
+use crate::s1_simple::{JOURNEY, TOKENS, attn_scores_for, context_vector, inputs, softmax};
+
+/// The query's colour: the row of x⁽²⁾ is outlined and its arrow drawn in it.
+pub(super) const QUERY: &str = "#ff7f0e";
+/// The colour of the score bars.
+pub(super) const SCORE: &str = "#1f77b4";
+/// The colour of the weight bars.
+pub(super) const WEIGHT: &str = "#2ca02c";
+/// The grey of notes and axes.
+pub(super) const GREY: &str = "#555";
+
+/// `content` at (x, y), anchored `anchor` (`start`, `middle`, `end`), `size` px, in `fill`.
+pub(super) fn text(
+    svg: &mut String,
+    x: f64,
+    y: f64,
+    anchor: &str,
+    size: u32,
+    fill: &str,
+    content: &str,
+) {
+    let _ = writeln!(
+        svg,
+        "<text x=\"{x:.1}\" y=\"{y:.1}\" text-anchor=\"{anchor}\" font-size=\"{size}\" \
+         fill=\"{fill}\">{}</text>",
+        escape(content)
+    );
+}
+
+/// A `w`×`h` cell at (x, y) shaded by `value` on the Blues scale (0 white, 1 deep blue), with the
+/// value printed in it to two decimals, in white on the darker half of the scale.
+pub(super) fn cell(svg: &mut String, x: f64, y: f64, w: f64, h: f64, value: f32) {
+    let v = f64::from(value);
+    let _ = writeln!(
+        svg,
+        "<rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"{h:.1}\" fill=\"{}\" \
+         stroke=\"#999\"/>",
+        blue(v)
+    );
+    let ink = if v > 0.55 { "white" } else { "black" };
+    text(
+        svg,
+        x + w / 2.0,
+        y + h / 2.0 + 4.5,
+        "middle",
+        12,
+        ink,
+        &format!("{value:.2}"),
+    );
+}
+
+/// A horizontal bar from (x, y), `length` px long and `h` high, in `colour`, with `label` just
+/// after its end.
+pub(super) fn bar(
+    svg: &mut String,
+    x: f64,
+    y: f64,
+    length: f64,
+    h: f64,
+    colour: &str,
+    label: &str,
+) {
+    let _ = writeln!(
+        svg,
+        "<rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{length:.1}\" height=\"{h:.1}\" fill=\"{colour}\"/>"
+    );
+    text(
+        svg,
+        x + length + 5.0,
+        y + h / 2.0 + 4.5,
+        "start",
+        12,
+        "black",
+        label,
+    );
+}
+
+/// An arrow from (x1, y1) to (x2, y2), `width` px thick, its head a filled triangle `head` px long.
+pub(super) fn arrow(
+    svg: &mut String,
+    from: (f64, f64),
+    to: (f64, f64),
+    colour: &str,
+    width: f64,
+    head: f64,
+) {
+    let (dx, dy) = (to.0 - from.0, to.1 - from.1);
+    let len = dx.hypot(dy).max(1e-9);
+    let (ux, uy) = (dx / len, dy / len);
+    // The shaft stops where the head begins, so the tip stays sharp.
+    let (bx, by) = (to.0 - ux * head, to.1 - uy * head);
+    let _ = writeln!(
+        svg,
+        "<line x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{bx:.1}\" y2=\"{by:.1}\" stroke=\"{colour}\" \
+         stroke-width=\"{width:.1}\"/>",
+        from.0, from.1
+    );
+    let (px, py) = (-uy * head * 0.45, ux * head * 0.45);
+    let _ = writeln!(
+        svg,
+        "<polygon points=\"{:.1},{:.1} {:.1},{:.1} {:.1},{:.1}\" fill=\"{colour}\"/>",
+        to.0,
+        to.1,
+        bx + px,
+        by + py,
+        bx - px,
+        by - py
+    );
+}
+
+/// A rectangle outline (or a filled one, with `fill`) at (x, y).
+pub(super) fn frame(svg: &mut String, x: f64, y: f64, w: f64, h: f64, stroke: &str, fill: &str) {
+    let _ = writeln!(
+        svg,
+        "<rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"{h:.1}\" fill=\"{fill}\" \
+         stroke=\"{stroke}\" stroke-width=\"2\" rx=\"4\"/>"
+    );
+}
+
+/// The numbers of §3.3.1 for the query x⁽²⁾: the inputs (T, d_in), the scores ω₂ (T), the
+/// weights α₂ = softmax(ω₂) (T) and the context vector z⁽²⁾ (d_in), from the stage's functions.
+struct Journey {
+    inputs: Array2<f32>,
+    scores: Array1<f32>,
+    weights: Array1<f32>,
+    context: Array1<f32>,
+}
+
+impl Journey {
+    fn new() -> Self {
+        let inputs = inputs(); // (T, d_in)
+        let query = inputs.row(JOURNEY); // (d_in)
+        let scores = attn_scores_for(&query, &inputs.view()); // (T)
+        let weights = softmax(&scores); // (T)
+        let context = context_vector(&weights.view(), &inputs.view()); // (d_in)
+        Journey {
+            inputs,
+            scores,
+            weights,
+            context,
+        }
+    }
+}
+
+/// The side of a component's cell, in pixels.
+const CELL_W: f64 = 48.0;
+const CELL_H: f64 = 32.0;
+
+/// `s1_inputs.svg`: the query x⁽²⁾ and the six inputs as rows of three shaded components, the
+/// products x⁽ⁱ⁾ₖ·qₖ, and each input's score ω₂ᵢ, their sum, as a bar.
+fn inputs_figure(lang: Lang, journey: &Journey) -> Figure {
+    let (width, height) = (740.0, 470.0);
+    let mut svg = open_svg(
+        lang,
+        width,
+        height,
+        lang.pick(
+            "Stage 1: how much each input resembles the query x⁽²⁾ (journey)",
+            "第 1 阶段：每个输入与查询 x⁽²⁾（journey）有多相似",
+        ),
+    );
+    let query = journey.inputs.row(JOURNEY);
+    let (label_x, comp_x, prod_x, bar_x) = (100.0, 112.0, 300.0, 486.0);
+    let bar_per_unit = 130.0; // px per unit of score
+    let (top, row) = (136.0, 46.0);
+
+    // Headers.
+    let header = |svg: &mut String, x: f64, y: f64, words: &str| {
+        text(svg, x, y, "middle", 13, "black", words)
+    };
+    header(
+        &mut svg,
+        comp_x + 1.5 * CELL_W,
+        52.0,
+        lang.pick("components", "分量"),
+    );
+    header(
+        &mut svg,
+        prod_x + 1.5 * CELL_W,
+        top - 12.0,
+        lang.pick("products x⁽ⁱ⁾ₖ · qₖ", "乘积 x⁽ⁱ⁾ₖ · qₖ"),
+    );
+    header(
+        &mut svg,
+        bar_x + 100.0,
+        top - 12.0,
+        lang.pick(
+            "score ω₂ᵢ = x⁽ⁱ⁾ · q (their sum)",
+            "得分 ω₂ᵢ = x⁽ⁱ⁾ · q（乘积之和）",
+        ),
+    );
+
+    // The query.
+    frame(
+        &mut svg,
+        6.0,
+        60.0,
+        comp_x + 3.0 * CELL_W + 6.0,
+        CELL_H + 12.0,
+        QUERY,
+        "#fff5eb",
+    );
+    text(
+        &mut svg,
+        label_x,
+        60.0 + 6.0 + CELL_H / 2.0 + 4.5,
+        "end",
+        13,
+        "black",
+        lang.pick("query q = x⁽²⁾", "查询 q = x⁽²⁾"),
+    );
+    for (k, &q) in query.iter().enumerate() {
+        cell(
+            &mut svg,
+            comp_x + CELL_W * k as f64,
+            66.0,
+            CELL_W,
+            CELL_H,
+            q,
+        );
+    }
+
+    // The inputs, their products with q, and their scores.
+    for (i, token) in TOKENS.iter().enumerate() {
+        let y = top + row * i as f64;
+        if i == JOURNEY {
+            frame(
+                &mut svg,
+                6.0,
+                y - 6.0,
+                width - 12.0,
+                CELL_H + 12.0,
+                QUERY,
+                "none",
+            );
+        }
+        text(
+            &mut svg,
+            label_x,
+            y + CELL_H / 2.0 + 4.5,
+            "end",
+            13,
+            "black",
+            &format!("x⁽{}⁾ {token}", superscript(i + 1)),
+        );
+        for (k, (&x, &q)) in journey.inputs.row(i).iter().zip(query).enumerate() {
+            cell(&mut svg, comp_x + CELL_W * k as f64, y, CELL_W, CELL_H, x);
+            cell(
+                &mut svg,
+                prod_x + CELL_W * k as f64,
+                y,
+                CELL_W,
+                CELL_H,
+                x * q,
+            );
+        }
+        text(
+            &mut svg,
+            (comp_x + 3.0 * CELL_W + prod_x) / 2.0,
+            y + CELL_H / 2.0 + 5.0,
+            "middle",
+            15,
+            GREY,
+            "×q",
+        );
+        text(
+            &mut svg,
+            (prod_x + 3.0 * CELL_W + bar_x) / 2.0,
+            y + CELL_H / 2.0 + 5.0,
+            "middle",
+            15,
+            GREY,
+            "Σ",
+        );
+        let score = journey.scores[i];
+        bar(
+            &mut svg,
+            bar_x,
+            y + 4.0,
+            f64::from(score) * bar_per_unit,
+            CELL_H - 8.0,
+            SCORE,
+            &format!("{score:.4}"),
+        );
+    }
+    text(
+        &mut svg,
+        width / 2.0,
+        height - 34.0,
+        "middle",
+        12,
+        GREY,
+        lang.pick(
+            "An input whose large components sit where the query's are gives large products and a long bar.",
+            "输入的大分量若与查询的大分量位置相同，乘积就大，条形就长。",
+        ),
+    );
+    text(
+        &mut svg,
+        width / 2.0,
+        height - 16.0,
+        "middle",
+        12,
+        GREY,
+        lang.pick(
+            "Cells: darker blue for larger numbers. Bars: the scores of attn_scores_for.",
+            "格子：数越大，蓝色越深。条形：attn_scores_for 算出的得分。",
+        ),
+    );
+    svg.push_str("</svg>\n");
+    Figure {
+        file: format!("{}s1_inputs.svg", lang.dir()),
+        svg,
+    }
+}
+
+/// `n` (1 to 9) as a superscript digit.
+pub(super) fn superscript(n: usize) -> char {
+    ['⁰', '¹', '²', '³', '⁴', '⁵', '⁶', '⁷', '⁸', '⁹'][n % 10]
+}
+
+/// `s1_journey.svg`: for the query journey, the six scores as bars, their softmax weights as bars
+/// (summing to 1), each input times its weight, and the context vector z⁽²⁾ as the sum of those.
+fn journey_figure(lang: Lang, journey: &Journey) -> Figure {
+    let (width, height) = (740.0, 440.0);
+    let mut svg = open_svg(
+        lang,
+        width,
+        height,
+        lang.pick(
+            "Stage 1: score → weight → context vector, for the query journey",
+            "第 1 阶段：查询 journey 的得分 → 权重 → 上下文向量",
+        ),
+    );
+    let (label_x, score_x, weight_x, sum_x) = (82.0, 92.0, 300.0, 526.0);
+    let score_px = 100.0 / 1.6; // px per unit of score
+    let weight_px = 110.0 / 0.25; // px per unit of weight
+    let (top, row) = (84.0, 44.0);
+    let header = |svg: &mut String, x: f64, words: &str| {
+        text(svg, x, top - 16.0, "middle", 13, "black", words)
+    };
+    header(
+        &mut svg,
+        score_x + 60.0,
+        lang.pick("1. scores ω₂ᵢ", "1. 得分 ω₂ᵢ"),
+    );
+    header(
+        &mut svg,
+        weight_x + 70.0,
+        lang.pick("2. weights α₂ᵢ", "2. 权重 α₂ᵢ"),
+    );
+    header(
+        &mut svg,
+        sum_x + 1.5 * CELL_W,
+        lang.pick("3. α₂ᵢ · x⁽ⁱ⁾", "3. α₂ᵢ · x⁽ⁱ⁾"),
+    );
+    let between = |svg: &mut String, x0: f64, x1: f64, words: &str| {
+        let y = top - 36.0;
+        arrow(svg, (x0, y), (x1, y), GREY, 1.5, 8.0);
+        text(svg, (x0 + x1) / 2.0, y - 6.0, "middle", 12, GREY, words);
+    };
+    between(&mut svg, score_x + 150.0, weight_x + 10.0, "softmax");
+    between(
+        &mut svg,
+        weight_x + 150.0,
+        sum_x + 10.0,
+        lang.pick("× x⁽ⁱ⁾", "× x⁽ⁱ⁾"),
+    );
+
+    for (i, token) in TOKENS.iter().enumerate() {
+        let y = top + row * i as f64;
+        if i == JOURNEY {
+            frame(
+                &mut svg,
+                6.0,
+                y - 5.0,
+                width - 12.0,
+                CELL_H + 10.0,
+                QUERY,
+                "#fff5eb",
+            );
+        }
+        text(
+            &mut svg,
+            label_x,
+            y + CELL_H / 2.0 + 4.5,
+            "end",
+            13,
+            "black",
+            token,
+        );
+        let (score, weight) = (journey.scores[i], journey.weights[i]);
+        bar(
+            &mut svg,
+            score_x,
+            y + 5.0,
+            f64::from(score) * score_px,
+            CELL_H - 10.0,
+            SCORE,
+            &format!("{score:.4}"),
+        );
+        bar(
+            &mut svg,
+            weight_x,
+            y + 5.0,
+            f64::from(weight) * weight_px,
+            CELL_H - 10.0,
+            WEIGHT,
+            &format!("{weight:.4}"),
+        );
+        for (k, &x) in journey.inputs.row(i).iter().enumerate() {
+            cell(
+                &mut svg,
+                sum_x + CELL_W * k as f64,
+                y,
+                CELL_W,
+                CELL_H,
+                weight * x,
+            );
+        }
+    }
+
+    // The sums: the weights add up to 1, the weighted inputs to z⁽²⁾.
+    let y = top + row * TOKENS.len() as f64 + 4.0;
+    let rule = |svg: &mut String, x0: f64, x1: f64| {
+        let _ = writeln!(
+            svg,
+            "<line x1=\"{x0:.1}\" y1=\"{:.1}\" x2=\"{x1:.1}\" y2=\"{:.1}\" stroke=\"black\"/>",
+            y - 6.0,
+            y - 6.0
+        );
+    };
+    rule(&mut svg, weight_x, weight_x + 170.0);
+    rule(&mut svg, sum_x, sum_x + 3.0 * CELL_W);
+    let total: f32 = journey.weights.sum();
+    text(
+        &mut svg,
+        weight_x,
+        y + CELL_H / 2.0 + 4.5,
+        "start",
+        13,
+        "black",
+        &format!("Σ α₂ᵢ = {total:.4}"),
+    );
+    text(
+        &mut svg,
+        sum_x - 8.0,
+        y + CELL_H / 2.0 + 4.5,
+        "end",
+        13,
+        "black",
+        "z⁽²⁾ = Σ",
+    );
+    for (k, &z) in journey.context.iter().enumerate() {
+        cell(&mut svg, sum_x + CELL_W * k as f64, y, CELL_W, CELL_H, z);
+    }
+    frame(
+        &mut svg,
+        sum_x - 2.0,
+        y - 2.0,
+        3.0 * CELL_W + 4.0,
+        CELL_H + 4.0,
+        "#9467bd",
+        "none",
+    );
+
+    text(
+        &mut svg,
+        width / 2.0,
+        height - 34.0,
+        "middle",
+        12,
+        GREY,
+        lang.pick(
+            "Softmax keeps the scores' order and makes the weights sum to 1;",
+            "softmax 保持得分的大小顺序，并使权重之和为 1；",
+        ),
+    );
+    text(
+        &mut svg,
+        width / 2.0,
+        height - 16.0,
+        "middle",
+        12,
+        GREY,
+        lang.pick(
+            "z⁽²⁾ adds up the inputs, each scaled by its weight: the high scorers count most.",
+            "z⁽²⁾ 把各输入按其权重缩放后相加：得分高的输入贡献最大。",
+        ),
+    );
+    svg.push_str("</svg>\n");
+    Figure {
+        file: format!("{}s1_journey.svg", lang.dir()),
+        svg,
+    }
+}
 
 /// This stage's pictures in `lang`'s words.
-pub fn figures(_lang: Lang) -> Result<Vec<Figure>, Error> {
-    Ok(vec![])
+pub fn figures(lang: Lang) -> Result<Vec<Figure>, Error> {
+    let journey = Journey::new();
+    Ok(vec![
+        inputs_figure(lang, &journey),
+        journey_figure(lang, &journey),
+    ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The lengths of the bars in `colour`, in the order drawn.
+    fn bars(svg: &str, colour: &str) -> Vec<f64> {
+        svg.lines()
+            .filter(|l| l.starts_with("<rect") && l.ends_with(&format!("fill=\"{colour}\"/>")))
+            .map(|l| {
+                let at = l.find("width=\"").unwrap() + 7;
+                l[at..at + l[at..].find('"').unwrap()].parse().unwrap()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_inputs_picture_draws_the_scores_of_attn_scores_for_and_journey_scores_highest() {
+        let figure = &figures(Lang::En).unwrap()[0];
+        assert_eq!(figure.file, "s1_inputs.svg");
+        let lengths = bars(&figure.svg, SCORE);
+        assert_eq!(lengths.len(), 6);
+        let longest = (0..6)
+            .max_by(|&a, &b| lengths[a].total_cmp(&lengths[b]))
+            .unwrap();
+        assert_eq!(TOKENS[longest], "journey");
+        // The chapter's printed scores, as the bars' labels.
+        for score in ["0.9544", "1.4950", "1.4754", "0.8434", "0.7070", "1.0865"] {
+            assert!(figure.svg.contains(&format!(">{score}</text>")), "{score}");
+        }
+        // The query's 3 cells, then 3 components and 3 products per input.
+        let cells = figure.svg.matches("stroke=\"#999\"").count();
+        assert_eq!(cells, 3 + 6 * 6);
+    }
+
+    #[test]
+    fn the_journey_picture_sums_the_weighted_inputs_to_the_context_vector() {
+        let figure = &figures(Lang::En).unwrap()[1];
+        assert_eq!(figure.file, "s1_journey.svg");
+        let weights = bars(&figure.svg, WEIGHT);
+        assert_eq!(weights.len(), 6);
+        let heaviest = (0..6)
+            .max_by(|&a, &b| weights[a].total_cmp(&weights[b]))
+            .unwrap();
+        assert_eq!(TOKENS[heaviest], "journey");
+        assert!(figure.svg.contains(">Σ α₂ᵢ = 1.0000</text>"));
+        // z⁽²⁾ as `context_vector` prints it, to the cells' two decimals: 0.4419, 0.6515, 0.5683.
+        let z_row = figure.svg.split("z⁽²⁾ = Σ</text>").nth(1).unwrap();
+        for z in ["0.44", "0.65", "0.57"] {
+            assert!(z_row.contains(&format!(">{z}</text>")), "{z}");
+        }
+        // Each column of the weighted inputs adds up to z⁽²⁾'s component.
+        let journey = Journey::new();
+        for k in 0..3 {
+            let column: f32 = (0..6)
+                .map(|i| journey.weights[i] * journey.inputs[[i, k]])
+                .sum();
+            assert!((column - journey.context[k]).abs() < 1e-6);
+        }
+    }
 }

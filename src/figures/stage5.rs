@@ -1,10 +1,936 @@
-//! The pictures of stage 5 (the tutorial's GPT), drawn from the crate's own numbers.
+//! The pictures of stage 5 (the tutorial's GPT), drawn from the crate's own numbers: the model as a
+//! block diagram beside the full block of the next chapter, every arrow labelled with the shape a
+//! forward pass records on the tape; and the tape of a small expression, each node with its value
+//! and its gradient after `backward`.
+
+use std::fmt::Write;
 
 use super::Figure;
 use crate::Error;
 use crate::lang::Lang;
+use crate::plot::{escape, open_svg};
+use crate::rng::numpy::NumpyRandom;
+use crate::s5_gpt::backend::Op;
+use crate::s5_gpt::data::CharDataset;
+use crate::s5_gpt::model::{Architecture, Gpt, GptConfig, TutorialGpt, dropout_masks};
+use crate::s5_gpt::train::Recipe;
+use crate::s5_gpt::{NodeId, Tape, Tensor};
 
 /// This stage's pictures in `lang`'s words.
-pub fn figures(_lang: Lang) -> Result<Vec<Figure>, Error> {
-    Ok(vec![])
+pub fn figures(lang: Lang) -> Result<Vec<Figure>, Error> {
+    Ok(vec![model_figure(lang), tape_figure(lang)])
+}
+
+const BLUE: &str = "#1f77b4";
+const ORANGE: &str = "#ff7f0e";
+const GREY: &str = "#555555";
+/// The fill of a box of the tutorial's model, and of one the full block adds.
+const BLUE_FILL: &str = "#deebf7";
+const ORANGE_FILL: &str = "#fee6ce";
+
+/// Tiny Shakespeare's 65 symbols in code-point order, as `data.rs` lists them: the corpus's
+/// vocabulary, so that the picture needs no download.
+const TINY_SHAKESPEARE_VOCAB: &str =
+    "\n !$&',-.3:;?ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+
+/// A shape as the code comments write it: `(4, 32, 64)`, or `()` for a scalar.
+fn shape_text(shape: &[usize]) -> String {
+    let dims: Vec<String> = shape.iter().map(usize::to_string).collect();
+    format!("({})", dims.join(", "))
+}
+
+/// A box of fixed size centred on `cx`, top at `y`, with one line of text in it.
+fn text_box(
+    svg: &mut String,
+    cx: f64,
+    y: f64,
+    size: (f64, f64),
+    colours: (&str, &str),
+    text: &str,
+) {
+    let (w, h) = size;
+    let (stroke, fill) = colours;
+    let x = cx - w / 2.0;
+    let _ = writeln!(
+        svg,
+        "<rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"{h:.1}\" rx=\"4\" \
+         fill=\"{fill}\" stroke=\"{stroke}\"/>"
+    );
+    let ty = y + h / 2.0 + 4.5;
+    let _ = writeln!(
+        svg,
+        "<text x=\"{cx:.1}\" y=\"{ty:.1}\" text-anchor=\"middle\" font-size=\"12\">{}</text>",
+        escape(text)
+    );
+}
+
+/// A line of text: `anchor` is `start`, `middle` or `end`.
+fn label(svg: &mut String, x: f64, y: f64, anchor: &str, size: u32, colour: &str, text: &str) {
+    let _ = writeln!(
+        svg,
+        "<text x=\"{x:.1}\" y=\"{y:.1}\" text-anchor=\"{anchor}\" font-size=\"{size}\" \
+         fill=\"{colour}\">{}</text>",
+        escape(text)
+    );
+}
+
+/// An arrowhead at `(x, y)` pointing in direction `(dx, dy)` (a unit vector).
+fn arrowhead(svg: &mut String, (x, y): (f64, f64), (dx, dy): (f64, f64), colour: &str) {
+    let (back, half) = (7.0, 3.5);
+    let (bx, by) = (x - dx * back, y - dy * back);
+    let (px, py) = (-dy * half, dx * half);
+    let _ = writeln!(
+        svg,
+        "<polygon points=\"{x:.1},{y:.1} {:.1},{:.1} {:.1},{:.1}\" fill=\"{colour}\"/>",
+        bx + px,
+        by + py,
+        bx - px,
+        by - py
+    );
+}
+
+/// A straight arrow from `from` to `to`, axis-parallel.
+fn arrow(svg: &mut String, from: (f64, f64), to: (f64, f64), colour: &str) {
+    let len = ((to.0 - from.0).powi(2) + (to.1 - from.1).powi(2)).sqrt();
+    let dir = ((to.0 - from.0) / len, (to.1 - from.1) / len);
+    let _ = writeln!(
+        svg,
+        "<line x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"{colour}\" \
+         stroke-width=\"1.5\"/>",
+        from.0,
+        from.1,
+        to.0 - dir.0 * 6.0,
+        to.1 - dir.1 * 6.0
+    );
+    arrowhead(svg, to, dir, colour);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The model and the full block.
+
+/// The shapes a forward pass recorded, by kind of operation, in tape order.
+struct Recorded<'a> {
+    tape: &'a Tape,
+}
+
+impl Recorded<'_> {
+    /// The shape of the `n`-th node (from 0) whose op `kind` accepts.
+    fn nth(&self, kind: fn(&Op) -> bool, n: usize) -> Vec<usize> {
+        (0..self.tape.len())
+            .map(NodeId)
+            .filter(|&id| kind(self.tape.op(id)))
+            .nth(n)
+            .map(|id| self.tape.value(id).shape.clone())
+            .expect("the forward pass recorded this node")
+    }
+}
+
+fn is_add(op: &Op) -> bool {
+    matches!(op, Op::Add { .. })
+}
+fn is_matmul(op: &Op) -> bool {
+    matches!(op, Op::MatMul { .. })
+}
+fn is_softmax(op: &Op) -> bool {
+    matches!(op, Op::Softmax { .. })
+}
+fn is_linear(op: &Op) -> bool {
+    matches!(op, Op::Linear { .. })
+}
+fn is_gelu(op: &Op) -> bool {
+    matches!(op, Op::Gelu { .. })
+}
+fn is_layer_norm(op: &Op) -> bool {
+    matches!(op, Op::LayerNorm { .. })
+}
+fn is_split(op: &Op) -> bool {
+    matches!(op, Op::SplitHeads { .. })
+}
+fn is_merge(op: &Op) -> bool {
+    matches!(op, Op::MergeHeads { .. })
+}
+fn is_dropout(op: &Op) -> bool {
+    matches!(op, Op::Dropout { .. })
+}
+fn is_loss(op: &Op) -> bool {
+    matches!(op, Op::CrossEntropy { .. })
+}
+
+/// One box of a column and the shape on the arrow that leaves it; `added` marks what the
+/// tutorial's model leaves out.
+struct Step {
+    text: String,
+    shape: Vec<usize>,
+    added: bool,
+}
+
+fn step(text: &str, shape: Vec<usize>, added: bool) -> Step {
+    Step {
+        text: text.to_string(),
+        shape,
+        added,
+    }
+}
+
+/// The sizes of the chapter's run: `Recipe::default()`, and Tiny Shakespeare's vocabulary.
+pub(crate) fn chapter_config(architecture: Architecture) -> (usize, GptConfig) {
+    let recipe = Recipe::default();
+    let vocab = CharDataset::from_vocab(TINY_SHAKESPEARE_VOCAB.chars().collect());
+    let config = GptConfig {
+        vocab_size: vocab.vocab_size(),
+        context_size: recipe.context_size,
+        embedding_size: recipe.embedding_size,
+        blocks: recipe.blocks,
+        architecture,
+    };
+    (recipe.batch_size, config)
+}
+
+/// The tutorial's model at the chapter's sizes, its forward pass and loss on one batch of token 0
+/// recorded on `tape`. Returns the model.
+fn tutorial_pass(tape: &mut Tape) -> (usize, GptConfig) {
+    let (b, config) = chapter_config(Architecture::default());
+    let mut rng = NumpyRandom::seed(Recipe::default().seed);
+    let sizes = [
+        config.vocab_size,
+        config.context_size,
+        config.embedding_size,
+        config.blocks,
+    ];
+    let model = TutorialGpt::new(tape, &mut rng, sizes);
+    let ids = vec![0; b * config.context_size];
+    let logits = model.forward(tape, &ids, b);
+    tape.cross_entropy(logits, &ids);
+    (b, config)
+}
+
+/// The full model of the next chapter's table (its last row: every addition, and dropout), its
+/// forward pass while training recorded on `tape`. Returns its flags and config.
+fn full_pass(tape: &mut Tape) -> (String, GptConfig) {
+    let full = Architecture {
+        qkv: true,
+        heads: 4,
+        residual: true,
+        layer_norm: true,
+        dropout: 0.1,
+        ..Architecture::default()
+    };
+    let flags = "--heads 4 --residual --layer-norm --dropout 0.1";
+    let (b, config) = chapter_config(full);
+    let seed = Recipe::default().seed;
+    let model = Gpt::new(tape, &mut NumpyRandom::seed(seed), config);
+    let ids = vec![0; b * config.context_size];
+    let mut masks = dropout_masks(seed, 0);
+    model.forward(tape, &ids, b, Some(&mut masks));
+    (flags.to_string(), config)
+}
+
+/// The boxes of the tutorial's whole model, from its recorded forward pass. The boxes between
+/// `BLOCK.0` and `BLOCK.1` (excluded) are one block.
+fn tutorial_steps(lang: Lang, r: &Recorded, ids: Vec<usize>) -> Vec<Step> {
+    vec![
+        step(lang.pick("token ids", "词元编号"), ids, false),
+        step(
+            lang.pick("token + position embedding", "词元嵌入 + 位置嵌入"),
+            r.nth(is_add, 0),
+            false,
+        ),
+        step(
+            lang.pick(
+                "weights A = softmax(mask(XXᵀ/√C))",
+                "权重 A = softmax(mask(XXᵀ/√C))",
+            ),
+            r.nth(is_softmax, 0),
+            false,
+        ),
+        step(
+            lang.pick("context AX", "上下文 AX"),
+            r.nth(is_matmul, 1),
+            false,
+        ),
+        step(
+            lang.pick("Linear C → C", "Linear C → C"),
+            r.nth(is_linear, 0),
+            false,
+        ),
+        step(
+            lang.pick("Linear C → 4C, GELU", "Linear C → 4C，GELU"),
+            r.nth(is_gelu, 0),
+            false,
+        ),
+        step(
+            lang.pick("Linear 4C → C", "Linear 4C → C"),
+            r.nth(is_linear, 2),
+            false,
+        ),
+        step(
+            lang.pick("output layer: Linear C → V", "输出层：Linear C → V"),
+            r.nth(is_linear, 6),
+            false,
+        ),
+        step(
+            lang.pick("cross-entropy", "交叉熵"),
+            r.nth(is_loss, 0),
+            false,
+        ),
+    ]
+}
+
+/// The first and one-past-last box of the block in [`tutorial_steps`].
+const BLOCK: (usize, usize) = (2, 7);
+
+/// The boxes of one block of the full model, from its recorded forward pass; the first is its
+/// input. `dropout` is the probability.
+fn full_steps(lang: Lang, r: &Recorded, dropout: f64) -> Vec<Step> {
+    let dropout = match lang {
+        Lang::En => format!("dropout, p = {dropout}"),
+        Lang::ZhCn => format!("Dropout，p = {dropout}"),
+    };
+    vec![
+        step(
+            lang.pick("block input x", "模块输入 x"),
+            r.nth(is_add, 0),
+            false,
+        ),
+        step(
+            lang.pick("LayerNorm", "层归一化"),
+            r.nth(is_layer_norm, 0),
+            true,
+        ),
+        step(
+            lang.pick("Q, K, V: Linear C → C each", "Q、K、V：各一个 Linear C → C"),
+            r.nth(is_linear, 0),
+            true,
+        ),
+        step(
+            lang.pick("split into H heads", "拆成 H 个头"),
+            r.nth(is_split, 0),
+            true,
+        ),
+        step(
+            lang.pick(
+                "weights softmax(mask(QKᵀ/√D))",
+                "权重 softmax(mask(QKᵀ/√D))",
+            ),
+            r.nth(is_softmax, 0),
+            false,
+        ),
+        step(&dropout, r.nth(is_dropout, 0), true),
+        step(
+            lang.pick("context A V", "上下文 A V"),
+            r.nth(is_matmul, 1),
+            false,
+        ),
+        step(
+            lang.pick("merge the heads", "合并各头"),
+            r.nth(is_merge, 0),
+            true,
+        ),
+        step(
+            lang.pick("Linear C → C", "Linear C → C"),
+            r.nth(is_linear, 3),
+            false,
+        ),
+        step(
+            lang.pick("+ x (residual)", "+ x（残差连接）"),
+            r.nth(is_add, 1),
+            true,
+        ),
+        step(
+            lang.pick("LayerNorm", "层归一化"),
+            r.nth(is_layer_norm, 1),
+            true,
+        ),
+        step(
+            lang.pick("feed-forward C → 4C → C", "前馈网络 C → 4C → C"),
+            r.nth(is_linear, 5),
+            false,
+        ),
+        step(
+            lang.pick("+ (residual)", "+（残差连接）"),
+            r.nth(is_add, 2),
+            true,
+        ),
+    ]
+}
+
+/// Space between the tops of two boxes in a column, and a box's height.
+const PITCH: f64 = 50.0;
+const BOX_H: f64 = 24.0;
+/// Where the columns' first boxes start.
+const COLUMN_TOP: f64 = 96.0;
+
+/// Draws `steps` as a column of boxes centred on `cx`, each followed by an arrow labelled with its
+/// shape. Returns the y of each box's top.
+fn column(svg: &mut String, steps: &[Step], cx: f64, width: f64) -> Vec<f64> {
+    let mut tops = vec![];
+    for (k, s) in steps.iter().enumerate() {
+        let y = COLUMN_TOP + k as f64 * PITCH;
+        let colours = if s.added {
+            (ORANGE, ORANGE_FILL)
+        } else {
+            (BLUE, BLUE_FILL)
+        };
+        text_box(svg, cx, y, (width, BOX_H), colours, &s.text);
+        let (from, to) = (y + BOX_H, y + PITCH);
+        arrow(svg, (cx, from), (cx, to), GREY);
+        label(
+            svg,
+            cx + 8.0,
+            from + 15.0,
+            "start",
+            12,
+            "#333333",
+            &shape_text(&s.shape),
+        );
+        tops.push(y);
+    }
+    tops
+}
+
+/// A dashed frame around the boxes from `top` to `bottom`, its name written upwards along its
+/// left side.
+fn frame(svg: &mut String, x: f64, w: f64, (top, bottom): (f64, f64), name: &str) {
+    let _ = writeln!(
+        svg,
+        "<rect x=\"{x:.1}\" y=\"{top:.1}\" width=\"{w:.1}\" height=\"{:.1}\" fill=\"none\" \
+         stroke=\"#999999\" stroke-dasharray=\"5,4\"/>",
+        bottom - top
+    );
+    vertical_label(svg, (x + 16.0, (top + bottom) / 2.0), "#666666", name);
+}
+
+/// A line of text written upwards, centred on `(x, y)`.
+fn vertical_label(svg: &mut String, (x, y): (f64, f64), colour: &str, text: &str) {
+    let _ = writeln!(
+        svg,
+        "<text x=\"{x:.1}\" y=\"{y:.1}\" text-anchor=\"middle\" font-size=\"12\" \
+         fill=\"{colour}\" transform=\"rotate(-90 {x:.1} {y:.1})\">{}</text>",
+        escape(text)
+    );
+}
+
+/// The residual path: from the arrow below box top `from` along the left, into box top `to`.
+fn residual(svg: &mut String, cx: f64, box_w: f64, lane: f64, (from, to): (f64, f64)) {
+    let start_y = from + BOX_H + 11.0;
+    let x = cx - box_w / 2.0 - lane;
+    let end_y = to + BOX_H / 2.0;
+    let _ = writeln!(
+        svg,
+        "<polyline points=\"{cx:.1},{start_y:.1} {x:.1},{start_y:.1} {x:.1},{end_y:.1} {:.1},{end_y:.1}\" \
+         fill=\"none\" stroke=\"{ORANGE}\" stroke-width=\"1.5\"/>",
+        cx - box_w / 2.0 - 6.0
+    );
+    let _ = writeln!(
+        svg,
+        "<circle cx=\"{cx:.1}\" cy=\"{start_y:.1}\" r=\"2.5\" fill=\"{ORANGE}\"/>"
+    );
+    arrowhead(svg, (cx - box_w / 2.0, end_y), (1.0, 0.0), ORANGE);
+}
+
+/// The parameters on a tape: the sum of their sizes, with thousands separated.
+fn parameter_count(tape: &Tape) -> String {
+    let n: usize = tape.params().iter().map(|p| p.data.len()).sum();
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (k, ch) in digits.chars().enumerate() {
+        if k > 0 && (digits.len() - k).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
+}
+
+/// `s5_model.svg`: the tutorial's model, whole, beside one block of the next chapter's full model,
+/// each arrow labelled with the shape its forward pass records, what the tutorial leaves out in
+/// orange.
+fn model_figure(lang: Lang) -> Figure {
+    let mut tape = Tape::new();
+    let (b, config) = tutorial_pass(&mut tape);
+    let tutorial_params = parameter_count(&tape);
+    let left = tutorial_steps(
+        lang,
+        &Recorded { tape: &tape },
+        vec![b, config.context_size],
+    );
+    let mut full_tape = Tape::new();
+    let (flags, full_config) = full_pass(&mut full_tape);
+    let arch = full_config.architecture;
+    let full_params = parameter_count(&full_tape);
+    let right = full_steps(lang, &Recorded { tape: &full_tape }, arch.dropout);
+
+    let width = 760.0;
+    let height = COLUMN_TOP + right.len() as f64 * PITCH + 100.0;
+    let title = lang.pick(
+        "Stage 5: the tutorial's model, and the full block it leaves out",
+        "第 5 阶段：教程的模型，以及它省掉的完整模块",
+    );
+    let mut svg = open_svg(lang, width, height, title);
+    let (lx, rx, lw, rw) = (205.0, 560.0, 230.0, 250.0);
+
+    label(
+        &mut svg,
+        lx,
+        46.0,
+        "middle",
+        14,
+        "black",
+        lang.pick(
+            "The tutorial's model (TutorialGpt)",
+            "教程的模型（TutorialGpt）",
+        ),
+    );
+    let sizes = format!(
+        "B = {b}, T = {}, C = {}, V = {}",
+        config.context_size, config.embedding_size, config.vocab_size
+    );
+    label(&mut svg, lx, 64.0, "middle", 12, "#333333", &sizes);
+    label(
+        &mut svg,
+        rx,
+        46.0,
+        "middle",
+        14,
+        "black",
+        lang.pick("One block of the full model", "完整模型的一个模块"),
+    );
+    let d = arch
+        .head_dim(full_config.embedding_size)
+        .expect("the heads divide C");
+    let heads = format!("{flags} (H = {}, D = {d})", arch.heads);
+    label(&mut svg, rx, 64.0, "middle", 12, "#333333", &heads);
+
+    let tops = column(&mut svg, &left, lx, lw);
+    let block_name = match lang {
+        Lang::En => format!("block, × {}", config.blocks),
+        Lang::ZhCn => format!("模块，× {}", config.blocks),
+    };
+    let (first, last) = (tops[BLOCK.0] - 5.0, tops[BLOCK.1] - PITCH + BOX_H + 5.0);
+    frame(&mut svg, 50.0, 330.0, (first, last), &block_name);
+    let end = tops[tops.len() - 1] + PITCH;
+    let loss = lang.pick("loss", "损失");
+    label(&mut svg, lx, end + 16.0, "middle", 12, "black", loss);
+    let count = match lang {
+        Lang::En => format!("{tutorial_params} parameters"),
+        Lang::ZhCn => format!("{tutorial_params} 个参数"),
+    };
+    label(&mut svg, lx, end + 40.0, "middle", 12, "#333333", &count);
+
+    let tops = column(&mut svg, &right, rx, rw);
+    // Each residual path leaves the arrow below a sublayer's input and joins its "+" box.
+    residual(&mut svg, rx, rw, 22.0, (tops[0], tops[9]));
+    residual(&mut svg, rx, rw, 12.0, (tops[9], tops[12]));
+    let end = tops[tops.len() - 1] + PITCH;
+    let rest = lang.pick(
+        "after the last block: LayerNorm, then Linear C → V",
+        "最后一个模块之后：层归一化，再接 Linear C → V",
+    );
+    label(&mut svg, rx, end + 16.0, "middle", 12, "black", rest);
+    let count = match lang {
+        Lang::En => format!(
+            "{full_params} parameters with {} blocks",
+            full_config.blocks
+        ),
+        Lang::ZhCn => format!("{} 个模块，共 {full_params} 个参数", full_config.blocks),
+    };
+    label(&mut svg, rx, end + 40.0, "middle", 12, "#333333", &count);
+
+    // The legend.
+    let ly = height - 20.0;
+    let key = |svg: &mut String, x: f64, (stroke, fill): (&str, &str), text: &str| {
+        let _ = writeln!(
+            svg,
+            "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"18\" height=\"12\" rx=\"2\" fill=\"{fill}\" \
+             stroke=\"{stroke}\"/>",
+            ly - 10.0
+        );
+        label(svg, x + 24.0, ly, "start", 12, "black", text);
+    };
+    key(
+        &mut svg,
+        60.0,
+        (BLUE, BLUE_FILL),
+        lang.pick("in the tutorial's model", "教程的模型里有"),
+    );
+    key(
+        &mut svg,
+        300.0,
+        (ORANGE, ORANGE_FILL),
+        lang.pick("what it leaves out", "教程的模型省掉的"),
+    );
+    label(
+        &mut svg,
+        540.0,
+        ly,
+        "start",
+        12,
+        "#333333",
+        lang.pick("arrows: tensor shapes", "箭头上：张量形状"),
+    );
+    svg.push_str("</svg>\n");
+    Figure {
+        file: format!("{}s5_model.svg", lang.dir()),
+        svg,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The tape.
+
+/// The expression the tape picture records, L = cross_entropy(gelu(x·Wᵀ + b) + x, target), and its
+/// nodes in tape order: x, W and b (parameters, the leaves), then one node per operation.
+pub(crate) struct TapeExample {
+    pub tape: Tape,
+    pub nodes: [NodeId; 7],
+    pub target: usize,
+}
+
+/// Records the expression on a new tape and runs `backward` from L. `w` is (2, 2), `b` (2), `x`
+/// (1, 2).
+pub(crate) fn tape_example(w: [f32; 4], b: [f32; 2], x: [f32; 2], target: usize) -> TapeExample {
+    let mut tape = Tape::new();
+    let x = tape.param(Tensor::new(&[1, 2], x.to_vec()));
+    let w = tape.param(Tensor::new(&[2, 2], w.to_vec()));
+    let b = tape.param(Tensor::new(&[2], b.to_vec()));
+    let h = tape.linear(x, w, b); // (1, 2)
+    let g = tape.gelu(h); // (1, 2)
+    let y = tape.add(g, x); // (1, 2): x is used twice
+    let loss = tape.cross_entropy(y, &[target]); // ()
+    tape.backward(loss);
+    TapeExample {
+        tape,
+        nodes: [x, w, b, h, g, y, loss],
+        target,
+    }
+}
+
+/// The example the book draws.
+fn book_tape_example() -> TapeExample {
+    tape_example([0.5, -1.0, 1.5, 0.25], [0.1, -0.2], [1.0, -0.5], 1)
+}
+
+/// A tensor's rows, each as `[a, b]` with four decimals; a scalar as its one number.
+fn rows_text(shape: &[usize], data: &[f32]) -> Vec<String> {
+    let fmt = |v: &[f32]| {
+        let parts: Vec<String> = v.iter().map(|x| format!("{x:.4}")).collect();
+        parts.join(", ")
+    };
+    if shape.is_empty() {
+        return vec![fmt(data)];
+    }
+    let cols = shape[shape.len() - 1];
+    data.chunks(cols)
+        .map(|row| format!("[{}]", fmt(row)))
+        .collect()
+}
+
+/// Geometry of the tape picture: the table's left edge, its columns' left edges and widths, and
+/// the rows.
+const TABLE_LEFT: f64 = 150.0;
+const COLS: [(f64, f64); 4] = [
+    (150.0, 30.0),
+    (180.0, 190.0),
+    (370.0, 150.0),
+    (520.0, 150.0),
+];
+const ROW_TOP: f64 = 78.0;
+const ROW_PITCH: f64 = 56.0;
+const ROW_H: f64 = 44.0;
+
+/// Where an edge leaves its input's row, below the row's middle; edges enter a row above it.
+const LEAVE: f64 = 12.0;
+
+/// The lane of each edge `(from row, to row)`, shortest edges first: the innermost lane where it
+/// overlaps no other edge's vertical stretch; and its place among the edges entering the same row,
+/// the innermost lane entering highest, so that no edge crosses another where it enters.
+fn edge_lanes(edges: &[(usize, usize)]) -> Vec<(usize, usize)> {
+    let mut lanes: Vec<Vec<(usize, usize)>> = vec![];
+    let overlap = |a: &(usize, usize), b: &(usize, usize)| a.0 < b.1 && b.0 < a.1;
+    let lane_of: Vec<usize> = edges
+        .iter()
+        .map(|e| {
+            let free = lanes
+                .iter()
+                .position(|lane| !lane.iter().any(|o| overlap(o, e)));
+            let lane = free.unwrap_or(lanes.len());
+            if lane == lanes.len() {
+                lanes.push(vec![]);
+            }
+            lanes[lane].push(*e);
+            lane
+        })
+        .collect();
+    let entry = |k: usize| {
+        let into = |j: usize| edges[j].1 == edges[k].1;
+        (0..edges.len())
+            .filter(|&j| into(j) && lane_of[j] < lane_of[k])
+            .count()
+    };
+    (0..edges.len()).map(|k| (lane_of[k], entry(k))).collect()
+}
+
+/// `s5_tape.svg`: the tape of [`book_tape_example`], one row per node in tape order (its op, its
+/// value, its gradient after `backward`), with an arrow from each input to the node that uses it.
+fn tape_figure(lang: Lang) -> Figure {
+    let ex = book_tape_example();
+    let tape = &ex.tape;
+    let target = ex.target;
+    let names: [String; 7] = [
+        lang.pick("x, parameter", "x，参数").to_string(),
+        lang.pick("W, parameter", "W，参数").to_string(),
+        lang.pick("b, parameter", "b，参数").to_string(),
+        "h = linear(x, W, b)".to_string(),
+        "g = gelu(h)".to_string(),
+        "y = g + x".to_string(),
+        format!("L = cross_entropy(y, {target})"),
+    ];
+    let n = ex.nodes.len();
+    let width = 760.0;
+    let height = ROW_TOP + n as f64 * ROW_PITCH + 40.0;
+    let title = lang.pick(
+        "Stage 5: the tape of a small expression, after backward",
+        "第 5 阶段：一个小表达式的记录带，反向传播之后",
+    );
+    let mut svg = open_svg(lang, width, height, title);
+    let heads = [
+        "#",
+        lang.pick("node: what made it, shape", "节点：由什么算出，形状"),
+        lang.pick("value", "值"),
+        lang.pick("gradient ∂L/∂·", "梯度 ∂L/∂·"),
+    ];
+    for ((x, w), head) in COLS.iter().zip(heads) {
+        label(
+            &mut svg,
+            x + w / 2.0,
+            ROW_TOP - 10.0,
+            "middle",
+            12,
+            "#333333",
+            head,
+        );
+    }
+    let row_y = |k: usize| ROW_TOP + k as f64 * ROW_PITCH;
+    for (k, (&id, name)) in ex.nodes.iter().zip(&names).enumerate() {
+        let y = row_y(k);
+        let value = tape.value(id);
+        let grad = tape.grad(id).map(<[f32]>::to_vec);
+        let grad = grad.unwrap_or_else(|| vec![0.0; value.data.len()]);
+        let fill = if matches!(tape.op(id), Op::Leaf) {
+            BLUE_FILL
+        } else {
+            "#f2f2f2"
+        };
+        for &(x, w) in &COLS {
+            let _ = writeln!(
+                svg,
+                "<rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"{ROW_H:.1}\" \
+                 fill=\"{fill}\" stroke=\"{GREY}\"/>"
+            );
+        }
+        let mid = y + ROW_H / 2.0;
+        label(
+            &mut svg,
+            COLS[0].0 + 15.0,
+            mid + 4.5,
+            "middle",
+            12,
+            "black",
+            &id.0.to_string(),
+        );
+        label(
+            &mut svg,
+            COLS[1].0 + 8.0,
+            mid - 3.0,
+            "start",
+            13,
+            "black",
+            name,
+        );
+        label(
+            &mut svg,
+            COLS[1].0 + 8.0,
+            mid + 14.0,
+            "start",
+            12,
+            "#666666",
+            &shape_text(&value.shape),
+        );
+        let cells = [
+            (COLS[2], rows_text(&value.shape, &value.data), "black"),
+            (COLS[3], rows_text(&value.shape, &grad), "#d62728"),
+        ];
+        for ((x, w), lines, colour) in cells {
+            let first = mid + 4.5 - 8.0 * (lines.len() as f64 - 1.0);
+            for (j, line) in lines.iter().enumerate() {
+                label(
+                    &mut svg,
+                    x + w / 2.0,
+                    first + 16.0 * j as f64,
+                    "middle",
+                    12,
+                    colour,
+                    line,
+                );
+            }
+        }
+    }
+    let row_of = |id: NodeId| {
+        ex.nodes
+            .iter()
+            .position(|&n| n == id)
+            .expect("a drawn node")
+    };
+    let mut edges: Vec<(usize, usize)> = ex
+        .nodes
+        .iter()
+        .enumerate()
+        .flat_map(|(k, &id)| tape.op(id).inputs().into_iter().map(move |x| (x, k)))
+        .map(|(x, k)| (row_of(x), k))
+        .collect();
+    edges.sort_by_key(|&(from, to)| (to - from, to));
+    for ((from, to), (lane, entry)) in edges.iter().zip(edge_lanes(&edges)) {
+        let x = TABLE_LEFT - 16.0 - 14.0 * lane as f64;
+        let y0 = row_y(*from) + ROW_H / 2.0 + LEAVE;
+        let y1 = row_y(*to) + ROW_H / 2.0 - 14.0 + 8.0 * entry as f64;
+        let _ = writeln!(
+            svg,
+            "<polyline points=\"{TABLE_LEFT:.1},{y0:.1} {x:.1},{y0:.1} {x:.1},{y1:.1} {:.1},{y1:.1}\" \
+             fill=\"none\" stroke=\"{BLUE}\" stroke-width=\"1.3\"/>",
+            TABLE_LEFT - 6.0
+        );
+        arrowhead(&mut svg, (TABLE_LEFT, y1), (1.0, 0.0), BLUE);
+    }
+    // Forward runs down the tape, backward up it.
+    let (top, bottom) = (row_y(0) + 4.0, row_y(n - 1) + ROW_H - 4.0);
+    arrow(&mut svg, (18.0, top), (18.0, bottom), BLUE);
+    arrow(&mut svg, (706.0, bottom), (706.0, top), "#d62728");
+    let middle = (top + bottom) / 2.0;
+    let forward = lang.pick("forward: records each node", "前向：逐个记录节点");
+    vertical_label(&mut svg, (32.0, middle), BLUE, forward);
+    let backward = lang.pick(
+        "backward: gradients, last node first",
+        "反向：从最后一个节点算梯度",
+    );
+    vertical_label(&mut svg, (690.0, middle), "#d62728", backward);
+    let note = lang.pick(
+        "x feeds two nodes, so its gradient is the sum of the two that come back",
+        "x 用在两个节点里，所以它的梯度是两路传回的梯度之和",
+    );
+    label(
+        &mut svg,
+        width / 2.0,
+        height - 14.0,
+        "middle",
+        12,
+        "#333333",
+        note,
+    );
+    svg.push_str("</svg>\n");
+    Figure {
+        file: format!("{}s5_tape.svg", lang.dir()),
+        svg,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_model_picture_labels_its_arrows_with_the_recorded_shapes() {
+        let figure = model_figure(Lang::En);
+        let (b, config) = chapter_config(Architecture::default());
+        assert_eq!(config.vocab_size, 65);
+        if let Ok(text) = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(crate::s5_gpt::data::DATA_FILE),
+        ) {
+            let corpus = CharDataset::from_text(&text, b, config.context_size);
+            assert_eq!(
+                corpus.vocab,
+                TINY_SHAKESPEARE_VOCAB.chars().collect::<Vec<_>>()
+            );
+        }
+        let (t, c, v) = (
+            config.context_size,
+            config.embedding_size,
+            config.vocab_size,
+        );
+        for shape in [
+            shape_text(&[b, t]),
+            shape_text(&[b, t, c]),
+            shape_text(&[b, t, t]),
+            shape_text(&[b, t, 4 * c]),
+            shape_text(&[b, t, v]),
+            shape_text(&[]),
+            shape_text(&[b, 4, t, c / 4]),
+            shape_text(&[b, 4, t, t]),
+        ] {
+            let drawn = format!(">{shape}</text>");
+            assert!(figure.svg.contains(&drawn), "no arrow says {shape}");
+        }
+        // The tutorial's blocks are blue, what the full block adds orange: LayerNorm twice, Q/K/V,
+        // split, dropout, merge and two residual additions.
+        let boxes = |fill: &str| {
+            figure
+                .svg
+                .matches(&format!("fill=\"{fill}\" stroke"))
+                .count()
+        };
+        assert_eq!(boxes(ORANGE_FILL), 8 + 1); // and the legend's key
+        assert_eq!(boxes(BLUE_FILL), 9 + 5 + 1);
+        assert!(figure.svg.contains(">84,929 parameters</text>"));
+    }
+
+    #[test]
+    fn the_tape_picture_shows_the_tapes_values_and_gradients() {
+        let figure = tape_figure(Lang::En);
+        let ex = book_tape_example();
+        for &id in &ex.nodes {
+            let value = ex.tape.value(id);
+            let grad = ex.tape.grad(id).expect("every node reaches the loss");
+            for line in rows_text(&value.shape, grad) {
+                assert!(figure.svg.contains(&format!(">{line}</text>")), "{line}");
+            }
+            for line in rows_text(&value.shape, &value.data) {
+                assert!(figure.svg.contains(&format!(">{line}</text>")), "{line}");
+            }
+        }
+        // Seven edges: linear has three inputs, gelu one, add two, the loss one.
+        assert_eq!(figure.svg.matches("<polyline").count(), 7);
+    }
+
+    #[test]
+    fn the_tapes_gradients_are_finite_differences() {
+        let (w, b, x) = ([0.5, -1.0, 1.5, 0.25], [0.1, -0.2], [1.0, -0.5]);
+        let ex = tape_example(w, b, x, 1);
+        let loss = |w: [f32; 4], x: [f32; 2]| {
+            let e = tape_example(w, b, x, 1);
+            f64::from(e.tape.value(e.nodes[6]).data[0])
+        };
+        let eps = 1e-2f32;
+        for k in 0..4 {
+            let (mut up, mut down) = (w, w);
+            up[k] += eps;
+            down[k] -= eps;
+            let numeric = (loss(up, x) - loss(down, x)) / (2.0 * f64::from(eps));
+            let analytic = f64::from(ex.tape.grad(ex.nodes[1]).unwrap()[k]);
+            assert!(
+                (numeric - analytic).abs() < 1e-3,
+                "dL/dW[{k}]: {numeric} vs {analytic}"
+            );
+        }
+        // x's gradient is the sum of its two paths, through linear and through the addition.
+        for k in 0..2 {
+            let (mut up, mut down) = (x, x);
+            up[k] += eps;
+            down[k] -= eps;
+            let numeric = (loss(w, up) - loss(w, down)) / (2.0 * f64::from(eps));
+            let analytic = f64::from(ex.tape.grad(ex.nodes[0]).unwrap()[k]);
+            assert!(
+                (numeric - analytic).abs() < 1e-3,
+                "dL/dx[{k}]: {numeric} vs {analytic}"
+            );
+        }
+    }
 }

@@ -59,6 +59,12 @@ pub fn generate(
     Ok(dataset.decode(&tokens))
 }
 
+/// The last row of logits (…, V): the scores of the character after the last one.
+fn last_row(logits: &Tensor) -> &[f32] {
+    &logits.data[logits.data.len() - logits.last_dim()..]
+}
+// ANCHOR_END: generate
+
 // ANCHOR: next_char
 /// The distribution [`generate`] draws the character after `prompt` from, with `sampling`'s
 /// temperature and top-k: (character, probability) for each character whose probability is above
@@ -86,12 +92,6 @@ pub fn next_char_probabilities(
     Ok(next)
 }
 // ANCHOR_END: next_char
-
-/// The last row of logits (…, V): the scores of the character after the last one.
-fn last_row(logits: &Tensor) -> &[f32] {
-    &logits.data[logits.data.len() - logits.last_dim()..]
-}
-// ANCHOR_END: generate
 
 // ANCHOR: exercise_kv_cache
 /// Exercise 2: what the tutorial's attention needs of the earlier positions, kept from one
