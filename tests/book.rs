@@ -178,6 +178,47 @@ fn committed_quick_pictures_are_what_the_code_draws() {
     }
 }
 
+/// Every picture under `book/src/img/` is shown by a chapter, and has a Chinese copy, labelled in
+/// Chinese, that the catalogue shows in its place: at least 16 of them.
+#[test]
+fn every_picture_is_shown_in_both_editions() {
+    let img = book_src().join("img");
+    let mut pictures: Vec<String> = std::fs::read_dir(&img)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .filter(|name| name.ends_with(".svg"))
+        .collect();
+    pictures.sort();
+    assert!(
+        pictures.len() >= 16,
+        "{} pictures: {pictures:?}",
+        pictures.len()
+    );
+    let chapters: String = chapters()
+        .iter()
+        .map(|chapter| std::fs::read_to_string(chapter).unwrap())
+        .collect();
+    // The catalogue's strings, each on one line.
+    let catalogue = std::fs::read_to_string(book_src().join("../po/zh-CN.po"))
+        .unwrap()
+        .replace("\"\n\"", "");
+    let han = |text: &str| text.chars().any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c));
+    for name in &pictures {
+        assert!(
+            chapters.contains(&format!("](img/{name})")),
+            "no chapter shows {name}"
+        );
+        let chinese = std::fs::read_to_string(img.join("zh-CN").join(name))
+            .unwrap_or_else(|e| panic!("img/zh-CN/{name}: {e}"));
+        assert!(han(&chinese), "img/zh-CN/{name} has no Chinese label");
+        let shown = format!("](img/zh-CN/{name})");
+        assert!(
+            catalogue.contains(&shown),
+            "the catalogue does not show {shown}"
+        );
+    }
+}
+
 #[test]
 fn committed_ablation_tables_and_picture_are_drawn_from_the_record() {
     use attention_from_scratch::figures::{committed, s5_attention_maps};

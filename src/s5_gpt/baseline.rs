@@ -4,6 +4,7 @@
 
 use super::data::{CharDataset, Split};
 
+// ANCHOR: bigram
 /// A bigram model: p(b | a) from the counts of "a then b" in the training part, with one added to
 /// every count (Laplace smoothing), so that a pair the training text never shows is unlikely, not
 /// impossible.
@@ -39,7 +40,10 @@ impl Bigram {
     pub fn loss(&self, a: usize, b: usize) -> f64 {
         -(self.counts[a * self.vocab_size + b] / self.totals[a]).ln()
     }
+}
+// ANCHOR_END: bigram
 
+impl Bigram {
     /// The mean loss over `split`'s batches, averaged as [`test`](super::train::test) averages the
     /// GPT's: each batch's mean over its B × T targets, then the mean over the batches.
     pub fn mean_loss(&self, dataset: &CharDataset, split: Split) -> f64 {
