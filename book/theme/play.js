@@ -10,7 +10,9 @@
 //   sN_….html?seed=7&run          runs the stage on load (also &query=I, &dropout=P, &heads=N: the knob)
 //   s5_gpt.html?train=300&seed=N&qkv&heads=N&residual&layer-norm&dropout=P&mask-value=V
 //   s5_gpt.html?generate&prompt=…&temperature=T&top-k=K&sample-seed=S&sample-len=N
-// A panel sets data-state on its element: "idle", "running", "paused", "done", "error" or "unavailable".
+//   s5_gpt.html?probs=…&temperature=T&top-k=K    the next character's distribution (`generate --probs`)
+// A panel sets data-state on its element: "idle", "running", "paused", "done", "error" or "unavailable";
+// the sample panel's distribution sets data-probs-state the same way.
 (function () {
     "use strict";
 
@@ -24,8 +26,11 @@
     const BLUES = [[247, 251, 255], [198, 219, 239], [107, 174, 214], [33, 113, 181], [8, 48, 107]];
     const MASKED = "#e4e4e4"; // a cell the causal mask removed, as in the book's figures
     const CURVE_COLOURS = ["#2171b5", "#d95f02"];
+    const BAR_COLOUR = "#2171b5";
     const SAMPLE_EVERY = 200; // a sample from the model being trained every this many steps
     const SAMPLE_LENGTH = 120;
+    const PROBS_BARS = 20; // the likeliest characters drawn as bars; the rest are counted
+    const PROBS_DELAY = 150; // ms without an edit before the distribution is asked again
 
     /** The label `key`, with each {name} replaced by vars[name]. */
     function t(key, vars) {
@@ -750,9 +755,10 @@
         constructor(node) {
             super(node);
             this.engine = new Engine();
-            this.loaded = false;
+            this.loading = null; // the checkpoint's loading, once asked
             this.prompt = el("textarea", { class: "play-prompt", rows: 2, cols: 40, spellcheck: "false" });
-            this.prompt.value = PARAMS.has("prompt") ? PARAMS.get("prompt") : "ROMEO:";
+            this.prompt.value = PARAMS.has("probs") ? PARAMS.get("probs") :
+                PARAMS.has("prompt") ? PARAMS.get("prompt") : "ROMEO:";
             this.temperature = textInput("play-temperature", PARAMS.get("temperature") || "1", { size: 5 });
             this.topK = textInput("play-top-k", PARAMS.get("top-k") || "", { size: 4,
                 placeholder: t("top_k_placeholder") });
@@ -763,31 +769,74 @@
             this.command = el("code", { class: "play-command" });
             this.output = el("pre", { class: "play-generated" });
             this.maps = el("div", { class: "play-heatmaps play-attention" });
+            this.probsCommand = el("code", { class: "play-command" });
+            this.probsMessage = el("p", { class: "play-message", role: "status" });
+            this.probsChart = el("div", { class: "play-chart play-probs-chart" });
+            this.probsMore = el("p", { class: "play-probs-more" });
+            this.probsText = el("pre", { class: "play-probs" });
+            this.probsSeq = 0; // the latest request; an older answer is dropped
+            const probs = el("div", { class: "play-probs-box" },
+                el("div", { class: "play-output-caption" }, ...rich(t("probs_title"))),
+                el("p", { class: "play-command-line" }, this.probsCommand), this.probsMessage, this.probsChart,
+                this.probsMore, el("details", { class: "play-probs-details" },
+                    el("summary", { class: "play-output-caption" }, ...rich(t("probs_printed"))), this.probsText));
             const controls = el("div", { class: "play-controls" },
                 field(t("temperature"), this.temperature), field(t("top_k"), this.topK),
                 field(t("sample_seed"), this.sampleSeed), field(t("sample_len"), this.length), this.button);
             node.append(el("div", { class: "play-controls" }, field(t("prompt"), this.prompt, "play-wide")), controls,
                 el("p", { class: "play-command-line" }, this.command), this.message, this.info,
-                outputBox(t("generated"), this.output),
+                outputBox(t("generated"), this.output), probs,
                 el("div", { class: "play-output-caption" }, t("attention_maps")), this.maps);
             for (const input of [this.prompt, this.temperature, this.topK, this.sampleSeed, this.length]) {
                 input.addEventListener("input", () => this.showCommand());
             }
+            // The distribution follows the prompt, the temperature and top-k, 150 ms after the last edit.
+            for (const input of [this.prompt, this.temperature, this.topK]) {
+                input.addEventListener("input", () => {
+                    clearTimeout(this.probsTimer);
+                    this.probsTimer = setTimeout(() => this.showProbs(), PROBS_DELAY);
+                });
+            }
             this.button.addEventListener("click", () => this.generate());
             this.showCommand();
+            this.node.dataset.probsState = "idle";
             const sampling = ["generate", "prompt", "temperature", "top-k", "sample-seed", "sample-len"];
-            if (sampling.some((name) => PARAMS.has(name))) {
+            if (PARAMS.has("probs")) {
+                this.showProbs();
+            } else if (sampling.some((name) => PARAMS.has(name))) {
                 this.generate();
+            } else if ("IntersectionObserver" in window) {
+                // The first distribution is drawn when the reader scrolls to the panel (it loads the model).
+                const seen = new IntersectionObserver((entries) => {
+                    if (entries.some((e) => e.isIntersecting)) {
+                        seen.disconnect();
+                        this.showProbs();
+                    }
+                });
+                seen.observe(probs);
             }
+        }
+
+        /** The checkpoint, loaded into the worker once (again after a crash); its steps are shown. */
+        load() {
+            if (!this.loading) {
+                this.loading = this.engine.call("sampler_new").then((steps) => {
+                    this.info.textContent = t("checkpoint_steps", { steps: Number(steps).toLocaleString("en") });
+                });
+                this.loading.catch(() => (this.loading = null));
+            }
+            return this.loading;
         }
 
         showCommand() {
             const quoted = "'" + this.prompt.value.split("'").join("'\\''") + "'";
             const topK = this.topK.value.trim();
-            this.command.textContent = "cargo run --release --example s5_gpt -- generate --checkpoint book/src/play/data/checkpoint" +
+            const sampling = "cargo run --release --example s5_gpt -- generate --checkpoint book/src/play/data/checkpoint" +
                 " --prompt " + quoted + " --temperature " + this.temperature.value.trim() +
-                (topK ? " --top-k " + topK : "") + " --seed " + this.sampleSeed.value.trim() +
+                (topK ? " --top-k " + topK : "");
+            this.command.textContent = sampling + " --seed " + this.sampleSeed.value.trim() +
                 " --sample-len " + this.length.value.trim();
+            this.probsCommand.textContent = sampling + " --probs";
         }
 
         async generate() {
@@ -799,12 +848,7 @@
                 const prompt = this.prompt.value;
                 const [temperature, topK, seed, length] = [this.temperature, this.topK, this.sampleSeed, this.length]
                     .map((input) => input.value.trim());
-                if (!this.loaded) {
-                    this.say(t("loading"));
-                    const steps = await this.engine.call("sampler_new");
-                    this.info.textContent = t("checkpoint_steps", { steps: Number(steps).toLocaleString("en") });
-                    this.loaded = true;
-                }
+                await this.load();
                 this.output.textContent = "";
                 this.maps.replaceChildren();
                 this.output.textContent = await this.engine.call("generate", prompt, temperature, topK, seed, length);
@@ -814,12 +858,60 @@
                 this.state("done");
             } catch (error) {
                 if (error.kind === "crash" || error.kind === "unavailable") {
-                    this.loaded = false;
+                    this.loading = null;
                 }
                 this.failed(error, "no_checkpoint");
             } finally {
                 this.button.disabled = false;
             }
+        }
+
+        /**
+         * The distribution of the character after the prompt: `generate --probs`'s lines in full, and
+         * the likeliest of them as bars. Bad input shows the command line's own line, and no bars.
+         */
+        async showProbs() {
+            const seq = ++this.probsSeq;
+            const [prompt, temperature, topK] = [this.prompt.value, this.temperature.value.trim(),
+                this.topK.value.trim()];
+            this.node.dataset.probsState = "running";
+            try {
+                await this.load();
+                const text = await this.engine.call("probs", prompt, temperature, topK);
+                if (seq !== this.probsSeq) {
+                    return; // the reader has edited since
+                }
+                this.probsText.textContent = text;
+                this.drawProbs(text);
+                this.probsMessage.replaceChildren();
+                this.probsMessage.classList.remove("play-error");
+                this.node.dataset.probsState = "done";
+            } catch (error) {
+                if (error.kind === "crash" || error.kind === "unavailable") {
+                    this.loading = null;
+                }
+                if (seq !== this.probsSeq) {
+                    return;
+                }
+                this.probsText.textContent = "";
+                this.probsChart.replaceChildren();
+                this.probsMore.textContent = "";
+                this.probsMessage.replaceChildren(...rich(messageFor(error, "no_checkpoint")));
+                this.probsMessage.classList.add("play-error");
+                this.node.dataset.probsState = error.kind === "input" ? "error" : "unavailable";
+            }
+        }
+
+        /** Bars of the first PROBS_BARS lines (`'c'    0.123`), and a line counting the others. */
+        drawProbs(text) {
+            const lines = text.split("\n").filter((line) => line);
+            const shown = lines.slice(0, PROBS_BARS).map((line) => {
+                const at = line.lastIndexOf(" ");
+                return { label: line.slice(0, at).trimEnd(), p: line.slice(at + 1) };
+            });
+            this.probsChart.replaceChildren(probsChart(shown));
+            const rest = lines.length - shown.length;
+            this.probsMore.textContent = rest > 0 ? t(rest === 1 ? "probs_more_one" : "probs_more", { n: rest }) : "";
         }
 
         /** One heat map per block and head, the prompt's characters on both axes. */
@@ -833,6 +925,42 @@
                     { causal: true }))));
             this.maps.replaceChildren(...maps);
         }
+    }
+
+    /**
+     * Horizontal bars, one per character: its label as the command prints it ('e', '\n', ' '), a bar
+     * as long as its probability and the probability as printed. The scale ends at the first of 0.01,
+     * 0.02, 0.05, 0.1, … 1 that holds the longest bar, and its ticks are drawn on top.
+     */
+    function probsChart(rows) {
+        const left = 52;
+        const barWidth = 420;
+        const row = 18;
+        const top = 24;
+        const width = left + barWidth + 96;
+        const height = top + rows.length * row + 6;
+        const largest = Math.max(0, ...rows.map((r) => Number(r.p)));
+        const end = [0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1].find((m) => m >= largest) || 1;
+        const x = (p) => left + (Number(p) / end) * barWidth;
+        const chart = svg("svg", { class: "play-probs-bars", viewBox: "0 0 " + width + " " + height,
+            width: width, height: height, role: "img", "aria-label": t("probs_chart") });
+        chart.append(svg("rect", { x: 0, y: 0, width: width, height: height, fill: "white" }));
+        for (const tick of [0, end / 2, end]) {
+            chart.append(svg("line", { x1: x(tick), x2: x(tick), y1: top - 4, y2: height - 4, class: "play-grid" }));
+            chart.append(svg("text", { x: x(tick), y: top - 8, "text-anchor": "middle", class: "play-tick" },
+                String(+tick.toFixed(3))));
+        }
+        rows.forEach(({ label, p }, i) => {
+            const y = top + i * row;
+            const tip = Math.max(x(p), left + 0.5);
+            chart.append(svg("text", { x: left - 8, y: y + 13, "text-anchor": "end", class: "play-probs-label" },
+                label));
+            const bar = svg("rect", { x: left, y: y + 2, width: tip - left, height: row - 4, fill: BAR_COLOUR });
+            bar.append(svg("title", {}, label + ": " + p));
+            chart.append(bar);
+            chart.append(svg("text", { x: tip + 6, y: y + 13, class: "play-tick" }, p));
+        });
+        return chart;
     }
 
     // ---------------------------------------------------------------------------------------------

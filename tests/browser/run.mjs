@@ -19,6 +19,11 @@
 //   which is the chapter's sample after 200 steps; Start, Pause and Go on by hand change nothing, and
 //   the mask values -1e9 and 0 side by side are the two native runs;
 // - generation from the book's checkpoint equals `s5_gpt generate --checkpoint` with the same flags;
+// - `s5_gpt.html?probs=P&temperature=T&top-k=K` writes into <pre class="play-probs"> what
+//   `s5_gpt generate --checkpoint C --prompt P … --probs` prints, for prompts with a space and a line
+//   break, one longer than the context, temperatures 0.5, 1 and 2 and top-k 5 (at most five lines,
+//   and ties), and draws the likeliest as bars; editing the prompt redraws them; a prompt character
+//   outside the vocabulary and a temperature of 0 show the command line's one-line message;
 // - bad input (a seed out of range, heads that do not divide the width, a prompt character outside
 //   the vocabulary) shows the command line's one-line message in the panel;
 // - the labels are complete in both languages, and each edition shows its own;
@@ -318,6 +323,104 @@ async function generateChecks(b) {
     }
 }
 
+/** The prompt of the long case: more characters than the checkpoint's context holds. */
+function longPrompt() {
+    const config = JSON.parse(readFileSync(join(CHECKPOINT, "config.json"), "utf8"));
+    const context = JSON.stringify(config).match(/"context_size":(\d+)/);
+    const text = readFileSync(CORPUS, "utf8").slice(0, 2000);
+    return { prompt: text.slice(0, (context ? Number(context[1]) : 256) + 40), context: context && context[1] };
+}
+
+/** What `s5_gpt generate --checkpoint … --prompt P --temperature T [--top-k K] --probs` prints. */
+function nativeProbs(c) {
+    return cargo(["--example", "s5_gpt", "--", "generate", "--checkpoint", CHECKPOINT, "--prompt", c.prompt,
+        "--temperature", c.temperature, ...(c.topK ? ["--top-k", c.topK] : []), "--probs"]).stdout;
+}
+
+/** Waits until the sample panel's distribution has an answer; its state, line, text and bars. */
+async function probsShown(page) {
+    const panel = ".play-panel[data-play=sample]";
+    await page.waitForSelector(["done", "error", "unavailable"].map((s) => `${panel}[data-probs-state=${s}]`)
+        .join(", "), { timeout: TIMEOUT });
+    return {
+        state: await page.getAttribute(panel, "data-probs-state"),
+        message: ((await page.textContent(`${panel} .play-probs-box .play-message`)) || "").trim(),
+        got: await page.textContent(`${panel} pre.play-probs`),
+        bars: await page.locator(`${panel} .play-probs-bars rect[fill]:not([fill=white])`).count(),
+        more: ((await page.textContent(`${panel} .play-probs-more`)) || "").trim(),
+    };
+}
+
+async function probsChecks(b) {
+    console.log("stage 5: the next character's distribution equals s5_gpt generate --probs");
+    const long = longPrompt();
+    const cases = [
+        { prompt: "ROMEO:", temperature: "1", topK: "" },
+        { prompt: "First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\n", temperature: "0.5",
+            topK: "" },
+        { prompt: long.prompt, temperature: "2", topK: "", what: `${[...long.prompt].length} characters, ` +
+            `over the context of ${long.context}` },
+        { prompt: "JULIET:\nO Romeo, Romeo! wherefore art thou R", temperature: "1", topK: "5" },
+    ];
+    for (const [k, c] of cases.entries()) {
+        const want = nativeProbs(c);
+        const query = `?probs=${encodeURIComponent(c.prompt)}&temperature=${c.temperature}` +
+            `${c.topK ? "&top-k=" + c.topK : ""}`;
+        const edition = EDITIONS[k % EDITIONS.length];
+        const page = await b.context.newPage();
+        const errors = [];
+        page.on("pageerror", (e) => errors.push(String(e)));
+        await page.goto(`${b.origin}/${edition}s5_gpt.html${query}`);
+        const { state, message, got, bars, more } = await probsShown(page);
+        const lines = want.split("\n").filter((l) => l);
+        const name = `${edition || "en/"}s5_gpt?probs=${c.what || JSON.stringify(c.prompt)}&temperature=` +
+            `${c.temperature}${c.topK ? "&top-k=" + c.topK : ""}`;
+        check(state === "done" && got === want && errors.length === 0, `${name}: ${lines.length} lines equal`,
+            state !== "done" ? `state ${state}: ${message} ${errors.join(" ")}` :
+                got !== want ? firstDifference(got, want) : errors.join("\n"));
+        check(bars === Math.min(lines.length, 20) && (lines.length > 20) === (more !== ""),
+            `${bars} bars drawn${more ? `, then "${more}"` : ""}`);
+        if (c.topK) {
+            const p = lines.map((l) => l.slice(l.lastIndexOf(" ") + 1));
+            check(lines.length >= 1 && p.slice(Number(c.topK) - 1).every((x) => x === p[Number(c.topK) - 1]),
+                `--top-k ${c.topK}: ${lines.length} characters can be drawn`, want);
+        }
+        await page.close();
+    }
+
+    // Editing the prompt redraws the distribution (after the panel's pause for typing).
+    const page = await b.context.newPage();
+    await page.goto(`${b.origin}/s5_gpt.html?probs=ROMEO:`);
+    await probsShown(page);
+    const edited = { prompt: "KING RICHARD III:\nNow is the winter", temperature: "0.5", topK: "" };
+    const want = nativeProbs(edited);
+    await page.fill(".play-panel[data-play=sample] .play-temperature", edited.temperature);
+    await page.fill(".play-panel[data-play=sample] .play-prompt", edited.prompt);
+    const redrawn = await page.waitForFunction((w) => {
+        const node = document.querySelector(".play-panel[data-play=sample]");
+        return node.dataset.probsState === "done" && node.querySelector("pre.play-probs").textContent === w;
+    }, want, { timeout: 60000 }).then(() => true, () => false);
+    const command = await page.textContent(".play-panel[data-play=sample] .play-probs-box .play-command");
+    check(redrawn && command.endsWith(" --temperature 0.5 --probs"),
+        `typing a prompt and a temperature redraws the distribution: ${want.split("\n").length - 1} lines equal`,
+        `redrawn: ${redrawn}; command: ${command}`);
+    await page.close();
+
+    for (const [what, query, flags] of [
+        ["a prompt character outside the vocabulary", "probs=" + encodeURIComponent("ROMEO€"), ["--prompt", "ROMEO€"]],
+        ["a temperature of 0", "probs=ROMEO:&temperature=0", ["--prompt", "ROMEO:", "--temperature", "0"]],
+    ]) {
+        const page = await b.context.newPage();
+        await page.goto(`${b.origin}/zh-CN/s5_gpt.html?${query}`);
+        const { state, message, got, bars } = await probsShown(page);
+        const want = nativeError(["--example", "s5_gpt", "--", "generate", "--checkpoint", CHECKPOINT, ...flags,
+            "--probs"]);
+        check(state === "error" && message === "error: " + want && !got && bars === 0,
+            `--probs with ${what}: "${message}"`, `state ${state}; native "error: ${want}"`);
+        await page.close();
+    }
+}
+
 async function badInputChecks(b) {
     console.log("bad input: the command line's one-line message, in the panel");
     const cases = [
@@ -468,6 +571,7 @@ async function main() {
             train: () => trainChecks(b),
             "train-by-hand": () => trainByHandChecks(b),
             generate: () => generateChecks(b),
+            probs: () => probsChecks(b),
             "bad-input": () => badInputChecks(b),
             labels: () => labelChecks(b),
             fma: () => fmaCheck(b),

@@ -12,7 +12,7 @@
 //! | [`s1_query`] | stage 1's §3.3.1, for another query token |
 //! | [`stage_weights`] | the numbers behind the heat maps of stages 1, 3 and 4 |
 //! | [`Trainer`] | the lines of `s5_gpt --loss-csv F`, a few steps at a time |
-//! | [`Sampler`] | `s5_gpt generate --checkpoint DIR …`, its stdout |
+//! | [`Sampler`] | `s5_gpt generate --checkpoint DIR …` (also `--probs`), its stdout |
 //! | [`fma_self_check`] | the fast layer's fused multiply-add on WebAssembly, checked |
 //!
 //! An error is thrown as a JavaScript `Error` whose message is the line the command line prints on
@@ -35,11 +35,11 @@ use attention_from_scratch::cli::SeedArgs;
 use attention_from_scratch::figures;
 use attention_from_scratch::rng::numpy::NumpyRandom;
 use attention_from_scratch::s1_simple::{self, JOURNEY, TOKENS};
-use attention_from_scratch::s5_gpt::app::args::{Cli, Command, RecipeArgs};
+use attention_from_scratch::s5_gpt::app::args::{Cli, Command, GenerateArgs, RecipeArgs};
 use attention_from_scratch::s5_gpt::app::checkpoint::{self, Checkpoint};
 use attention_from_scratch::s5_gpt::app::config::{Config, SAMPLE_LEN};
 use attention_from_scratch::s5_gpt::app::files::{LOSS_CSV_HEADER, loss_csv_line};
-use attention_from_scratch::s5_gpt::app::sample::sample;
+use attention_from_scratch::s5_gpt::app::sample::{probs, sample};
 use attention_from_scratch::s5_gpt::data::{CharDataset, DATA_FILE};
 use attention_from_scratch::s5_gpt::fast::wasm_fma;
 use attention_from_scratch::s5_gpt::generate::{Sampling, generate};
@@ -299,6 +299,32 @@ impl Trainer {
     }
 }
 
+/// `s5_gpt generate --checkpoint DIR --prompt=<prompt>` with each `flag=value` whose value is not
+/// `""`, and `--probs` if `probs`, read by the command line's own parser.
+fn generate_args(
+    prompt: &str,
+    flags: &[(&str, &str)],
+    probs: bool,
+) -> Result<GenerateArgs, JsError> {
+    let mut args = vec!["s5_gpt".to_string(), "generate".to_string()];
+    args.extend(["--checkpoint".to_string(), CHECKPOINT_DIR.to_string()]);
+    // `--prompt=…` keeps a reader's text one value, even when it starts with `-`.
+    args.push(format!("--prompt={prompt}"));
+    for &(flag, value) in flags {
+        if !value.is_empty() {
+            args.push(format!("{flag}={value}"));
+        }
+    }
+    if probs {
+        args.push("--probs".to_string());
+    }
+    let cli = Cli::try_parse_args(args).map_err(flag_error)?;
+    let Some(Command::Generate(args)) = cli.command else {
+        unreachable!("the arguments start with generate")
+    };
+    Ok(args)
+}
+
 /// The trained model of the chapter, read from its checkpoint's files.
 #[wasm_bindgen]
 pub struct Sampler {
@@ -329,25 +355,25 @@ impl Sampler {
         seed: &str,
         length: &str,
     ) -> Result<String, JsError> {
-        let mut args = vec!["s5_gpt".to_string(), "generate".to_string()];
-        args.extend(["--checkpoint".to_string(), CHECKPOINT_DIR.to_string()]);
-        args.push(format!("--prompt={prompt}"));
         let flags = [
             ("--temperature", temperature),
             ("--top-k", top_k),
             ("--seed", seed),
             ("--sample-len", length),
         ];
-        for (flag, value) in flags {
-            if !value.is_empty() {
-                args.push(format!("{flag}={value}"));
-            }
-        }
-        let cli = Cli::try_parse_args(args).map_err(flag_error)?;
-        let Some(Command::Generate(args)) = cli.command else {
-            unreachable!("the arguments start with generate")
-        };
+        let args = generate_args(prompt, &flags, false)?;
         let text = sample(&self.saved, &args).map_err(fail)?;
+        Ok(format!("{text}\n"))
+    }
+
+    /// Exactly what `s5_gpt generate --checkpoint DIR --prompt <prompt> --temperature <t> --top-k
+    /// <k> --probs` prints on stdout: the distribution of the character after the prompt, a line
+    /// per character that can be drawn, likeliest first. The values are read as
+    /// [`generate`](Sampler::generate) reads them.
+    pub fn probs(&self, prompt: &str, temperature: &str, top_k: &str) -> Result<String, JsError> {
+        let flags = [("--temperature", temperature), ("--top-k", top_k)];
+        let args = generate_args(prompt, &flags, true)?;
+        let text = probs(&self.saved, &args).map_err(fail)?;
         Ok(format!("{text}\n"))
     }
 

@@ -70,6 +70,7 @@ const ops = {
     // Each value is the text of its field, read by the command line's own parser ("" for its default).
     generate: (prompt, temperature, topK, seed, length) =>
         sampler.generate(prompt, temperature, topK, seed, length),
+    probs: (prompt, temperature, topK) => sampler.probs(prompt, temperature, topK),
     attention: (prompt) => sampler.attention(prompt),
 };
 
