@@ -6,6 +6,7 @@
 
 use ndarray::{Array2, Array3, ArrayView2, Axis};
 
+use self::draw::{BLUE, GREEN, ORANGE, PURPLE, RED};
 use crate::lang::Lang;
 use crate::plot::{self, Panel, Series};
 use crate::rng::torch::Generator;
@@ -16,6 +17,7 @@ use crate::s4_multihead::MultiHeadAttention;
 use crate::s5_gpt::train::Estimate;
 use crate::{BookSeeds, Error};
 
+mod draw;
 mod stage1;
 mod stage2;
 mod stage3;
@@ -29,6 +31,16 @@ pub struct Figure {
     pub svg: String,
 }
 
+impl Figure {
+    /// `file` in `lang`'s edition: the English one in `book/src/img/`, the Chinese one in `zh-CN/`.
+    fn new(lang: Lang, file: &str, svg: String) -> Self {
+        Figure {
+            file: format!("{}{file}", lang.dir()),
+            svg,
+        }
+    }
+}
+
 /// True above the diagonal: the cells a causal mask hides.
 fn future(i: usize, j: usize) -> bool {
     j > i
@@ -37,10 +49,11 @@ fn future(i: usize, j: usize) -> bool {
 /// A figure of one or more heat maps on one colour scale, greyed above the diagonal when `causal`.
 fn heatmaps(lang: Lang, file: &str, title: &str, panels: &[Panel], causal: bool) -> Figure {
     let masked: Option<&dyn Fn(usize, usize) -> bool> = if causal { Some(&future) } else { None };
-    Figure {
-        file: format!("{}{file}", lang.dir()),
-        svg: plot::heatmaps(lang, title, panels, &TOKENS, masked),
-    }
+    Figure::new(
+        lang,
+        file,
+        plot::heatmaps(lang, title, panels, &TOKENS, masked),
+    )
 }
 
 /// Stage 1's heat map: the weights of `simple_attention`, (T, T).
@@ -154,6 +167,43 @@ pub fn loss_curve(lang: Lang, losses: &[f32], test_loss: Option<f64>) -> Figure 
     loss_curves(lang, losses, &[], test_loss)
 }
 
+/// The training loss of every step as 200-step means, in `colour`.
+fn train_loss<'a>(lang: Lang, losses: &[f32], colour: &'a str) -> Series<'a> {
+    Series {
+        name: lang.pick("train loss (200-step mean)", "训练损失（每 200 步的均值）"),
+        colour,
+        points: smoothed(losses, 200),
+    }
+}
+
+/// The `--eval-every` estimates as two curves: the mean loss on the fixed train batches and on the
+/// fixed held-out batches, at each estimate's step.
+fn estimate_curves(lang: Lang, estimates: &[Estimate]) -> [Series<'static>; 2] {
+    let at = |f: fn(&Estimate) -> f64| estimates.iter().map(|e| (e.step as f64, f(e))).collect();
+    [
+        Series {
+            name: lang.pick("estimate on train batches", "训练批次上的估计"),
+            colour: ORANGE,
+            points: at(|e| e.train),
+        },
+        Series {
+            name: lang.pick("estimate on held-out batches", "留出批次上的估计"),
+            colour: PURPLE,
+            points: at(|e| e.test),
+        },
+    ]
+}
+
+/// A line chart of a stage-5 run against its steps, filed as `file` in `lang`'s edition.
+fn step_chart(lang: Lang, file: &str, title: &str, y_label: &str, series: &[Series]) -> Figure {
+    let x_label = lang.pick("step", "步数");
+    Figure::new(
+        lang,
+        file,
+        plot::line_chart(lang, title, x_label, y_label, series),
+    )
+}
+
 /// [`loss_curve`] with the `--eval-every` estimates: the mean loss on the fixed train batches and
 /// on the fixed held-out batches at each estimate's step.
 pub fn loss_curves(
@@ -162,54 +212,36 @@ pub fn loss_curves(
     estimates: &[Estimate],
     test_loss: Option<f64>,
 ) -> Figure {
-    let mut series = vec![Series {
-        name: lang.pick("train loss (200-step mean)", "训练损失（每 200 步的均值）"),
-        colour: "#1f77b4",
-        points: smoothed(losses, 200),
-    }];
+    let mut series = vec![train_loss(lang, losses, BLUE)];
     if !estimates.is_empty() {
-        let at =
-            |f: fn(&Estimate) -> f64| estimates.iter().map(|e| (e.step as f64, f(e))).collect();
-        series.push(Series {
-            name: lang.pick("estimate on train batches", "训练批次上的估计"),
-            colour: "#ff7f0e",
-            points: at(|e| e.train),
-        });
-        series.push(Series {
-            name: lang.pick("estimate on held-out batches", "留出批次上的估计"),
-            colour: "#9467bd",
-            points: at(|e| e.test),
-        });
+        series.extend(estimate_curves(lang, estimates));
     }
     if let Some(test_loss) = test_loss {
         let last = losses.len() as f64;
         series.push(Series {
             name: lang.pick("test loss after training", "训练后的测试损失"),
-            colour: "#d62728",
+            colour: RED,
             points: vec![(0.0, test_loss), (last, test_loss)],
         });
     }
-    let svg = plot::line_chart(
+    step_chart(
         lang,
+        "s5_gpt_loss.svg",
         lang.pick(
             "Stage 5: training on Tiny Shakespeare",
             "第 5 阶段：在 Tiny Shakespeare 上训练",
         ),
-        lang.pick("step", "步数"),
         lang.pick("cross-entropy loss", "交叉熵损失"),
         &series,
-    );
-    Figure {
-        file: format!("{}s5_gpt_loss.svg", lang.dir()),
-        svg,
-    }
+    )
 }
 
 /// Stage 5's learning rate at every step: the warm-up–cosine schedule the run used.
 pub fn learning_rate_curve(lang: Lang, lrs: &[f64]) -> Figure {
+    let name = lang.pick("learning rate", "学习率");
     let series = [Series {
-        name: lang.pick("learning rate", "学习率"),
-        colour: "#2ca02c",
+        name,
+        colour: GREEN,
         points: lrs
             .iter()
             .enumerate()
@@ -217,19 +249,24 @@ pub fn learning_rate_curve(lang: Lang, lrs: &[f64]) -> Figure {
             .map(|(s, &lr)| (s as f64, lr))
             .collect(),
     }];
-    let svg = plot::line_chart(
+    step_chart(
         lang,
+        "s5_gpt_lr.svg",
         lang.pick(
             "Stage 5: warm-up, then a cosine",
             "第 5 阶段：先预热，再余弦退火",
         ),
-        lang.pick("step", "步数"),
-        lang.pick("learning rate", "学习率"),
+        name,
         &series,
-    );
-    Figure {
-        file: format!("{}s5_gpt_lr.svg", lang.dir()),
-        svg,
+    )
+}
+
+/// A character as a picture labels it: a space and a newline, which would not show, as ␣ and ⏎.
+fn visible(c: char) -> String {
+    match c {
+        ' ' => "␣".to_string(),
+        '\n' => "⏎".to_string(),
+        c => c.to_string(),
     }
 }
 
@@ -240,14 +277,7 @@ pub fn s5_attention_maps(lang: Lang, flags: &str, maps: &[Vec<Vec<f32>>], line: 
         Lang::En => format!("Attention weights of the model trained with {flags}"),
         Lang::ZhCn => format!("用 {flags} 训练的模型的注意力权重"),
     };
-    let labels: Vec<String> = line
-        .chars()
-        .map(|c| match c {
-            ' ' => "␣".to_string(),
-            '\n' => "⏎".to_string(),
-            c => c.to_string(),
-        })
-        .collect();
+    let labels: Vec<String> = line.chars().map(visible).collect();
     let t = labels.len();
     let mut panels = vec![];
     for (b, heads) in maps.iter().enumerate() {
@@ -261,10 +291,8 @@ pub fn s5_attention_maps(lang: Lang, flags: &str, maps: &[Vec<Vec<f32>>], line: 
         }
     }
     let per_row = maps.first().map_or(1, Vec::len);
-    Figure {
-        file: format!("{}s5_beyond_attention.svg", lang.dir()),
-        svg: plot::heatmap_grid(lang, &title, &panels, &labels, per_row),
-    }
+    let svg = plot::heatmap_grid(lang, &title, &panels, &labels, per_row);
+    Figure::new(lang, "s5_beyond_attention.svg", svg)
 }
 
 /// Tests and the figure example compare against the committed copy under `book/src/img/` (`file` is a

@@ -2,87 +2,48 @@
 //! with the query x⁽²⁾ (`s1_inputs.svg`), and the query's three steps, score → weight → context
 //! vector, in one picture (`s1_journey.svg`).
 //!
-//! The small drawing helpers here (text, shaded cells, bars, arrows) are shared with stage 2's
-//! pictures. Every element is written with one-decimal coordinates, so the files are byte-stable.
+//! The colours of the query, the scores and the weights here are shared with stage 2's pictures.
 
 use std::fmt::Write;
 
 use ndarray::{Array1, Array2};
 
 use super::Figure;
+use super::draw::{
+    BLUE, GREEN, GREY, ORANGE, PURPLE, arrow, bar, cell, finish, frame, note, text, weight,
+};
 use crate::Error;
 use crate::lang::Lang;
-use crate::plot::{blue, escape, open_svg};
+use crate::plot::open_svg;
 use crate::s1_simple::{JOURNEY, TOKENS, attn_scores_for, context_vector, inputs, softmax};
 
 /// The query's colour: the row of x⁽²⁾ is outlined and its arrow drawn in it.
-pub(super) const QUERY: &str = "#ff7f0e";
+pub(super) const QUERY: &str = ORANGE;
 /// The colour of the score bars.
-pub(super) const SCORE: &str = "#1f77b4";
+pub(super) const SCORE: &str = BLUE;
 /// The colour of the weight bars.
-pub(super) const WEIGHT: &str = "#2ca02c";
-/// The grey of notes and axes.
-pub(super) const GREY: &str = "#555";
+pub(super) const WEIGHT: &str = GREEN;
+/// The outline of a vector's cells, which white would lose against the page.
+const OUTLINE: &str = "#999";
 
-/// `content` at (x, y), anchored `anchor` (`start`, `middle`, `end`), `size` px, in `fill`.
-pub(super) fn text(
-    svg: &mut String,
-    x: f64,
-    y: f64,
-    anchor: &str,
-    size: u32,
-    fill: &str,
-    content: &str,
-) {
-    let _ = writeln!(
-        svg,
-        "<text x=\"{x:.1}\" y=\"{y:.1}\" text-anchor=\"{anchor}\" font-size=\"{size}\" \
-         fill=\"{fill}\">{}</text>",
-        escape(content)
-    );
-}
-
-/// A `w`×`h` cell at (x, y) shaded by `value` on the Blues scale (0 white, 1 deep blue), with the
-/// value printed in it to two decimals, in white on the darker half of the scale.
-pub(super) fn cell(svg: &mut String, x: f64, y: f64, w: f64, h: f64, value: f32) {
-    let v = f64::from(value);
-    let _ = writeln!(
-        svg,
-        "<rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"{h:.1}\" fill=\"{}\" \
-         stroke=\"#999\"/>",
-        blue(v)
-    );
-    let ink = if v > 0.55 { "white" } else { "black" };
-    text(
-        svg,
-        x + w / 2.0,
-        y + h / 2.0 + 4.5,
-        "middle",
-        12,
-        ink,
-        &format!("{value:.2}"),
-    );
+/// A component's cell at (x, y) on the Blues scale, its value printed in it.
+fn component(svg: &mut String, at: (f64, f64), value: f32) {
+    cell(svg, at, (CELL_W, CELL_H), OUTLINE, &weight(value, 1.0));
 }
 
 /// A horizontal bar from (x, y), `length` px long and `h` high, in `colour`, with `label` just
-/// after its end.
-pub(super) fn bar(
+/// after its end: the number the bar stands for, to read it exactly.
+fn labelled_bar(
     svg: &mut String,
-    x: f64,
-    y: f64,
-    length: f64,
-    h: f64,
+    (x, y): (f64, f64),
+    (length, h): (f64, f64),
     colour: &str,
     label: &str,
 ) {
-    let _ = writeln!(
-        svg,
-        "<rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{length:.1}\" height=\"{h:.1}\" fill=\"{colour}\"/>"
-    );
+    bar(svg, (x, y), (length, h), colour);
     text(
         svg,
-        x + length + 5.0,
-        y + h / 2.0 + 4.5,
+        (x + length + 5.0, y + h / 2.0 + 4.5),
         "start",
         12,
         "black",
@@ -90,46 +51,15 @@ pub(super) fn bar(
     );
 }
 
-/// An arrow from (x1, y1) to (x2, y2), `width` px thick, its head a filled triangle `head` px long.
-pub(super) fn arrow(
-    svg: &mut String,
-    from: (f64, f64),
-    to: (f64, f64),
-    colour: &str,
-    width: f64,
-    head: f64,
-) {
-    let (dx, dy) = (to.0 - from.0, to.1 - from.1);
-    let len = dx.hypot(dy).max(1e-9);
-    let (ux, uy) = (dx / len, dy / len);
-    // The shaft stops where the head begins, so the tip stays sharp.
-    let (bx, by) = (to.0 - ux * head, to.1 - uy * head);
-    let _ = writeln!(
-        svg,
-        "<line x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{bx:.1}\" y2=\"{by:.1}\" stroke=\"{colour}\" \
-         stroke-width=\"{width:.1}\"/>",
-        from.0, from.1
-    );
-    let (px, py) = (-uy * head * 0.45, ux * head * 0.45);
-    let _ = writeln!(
-        svg,
-        "<polygon points=\"{:.1},{:.1} {:.1},{:.1} {:.1},{:.1}\" fill=\"{colour}\"/>",
-        to.0,
-        to.1,
-        bx + px,
-        by + py,
-        bx - px,
-        by - py
-    );
+/// The label of a row of cells, right-aligned at `x` and level with the row's middle.
+fn row_label(svg: &mut String, x: f64, y: f64, label: &str) {
+    text(svg, (x, y + CELL_H / 2.0 + 4.5), "end", 13, "black", label);
 }
 
-/// A rectangle outline (or a filled one, with `fill`) at (x, y).
-pub(super) fn frame(svg: &mut String, x: f64, y: f64, w: f64, h: f64, stroke: &str, fill: &str) {
-    let _ = writeln!(
-        svg,
-        "<rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"{h:.1}\" fill=\"{fill}\" \
-         stroke=\"{stroke}\" stroke-width=\"2\" rx=\"4\"/>"
-    );
+/// The two lines of notes at the foot of a picture `width` × `height`.
+fn notes(svg: &mut String, (width, height): (f64, f64), lines: [&str; 2]) {
+    note(svg, (width / 2.0, height - 34.0), lines[0]);
+    note(svg, (width / 2.0, height - 16.0), lines[1]);
 }
 
 /// The numbers of §3.3.1 for the query x⁽²⁾: the inputs (T, d_in), the scores ω₂ (T), the
@@ -181,7 +111,7 @@ fn inputs_figure(lang: Lang, journey: &Journey) -> Figure {
 
     // Headers.
     let header = |svg: &mut String, x: f64, y: f64, words: &str| {
-        text(svg, x, y, "middle", 13, "black", words)
+        text(svg, (x, y), "middle", 13, "black", words)
     };
     header(
         &mut svg,
@@ -206,127 +136,64 @@ fn inputs_figure(lang: Lang, journey: &Journey) -> Figure {
     );
 
     // The query.
-    frame(
-        &mut svg,
-        6.0,
-        60.0,
-        comp_x + 3.0 * CELL_W + 6.0,
-        CELL_H + 12.0,
-        QUERY,
-        "#fff5eb",
-    );
-    text(
-        &mut svg,
-        label_x,
-        60.0 + 6.0 + CELL_H / 2.0 + 4.5,
-        "end",
-        13,
-        "black",
-        lang.pick("query q = x⁽²⁾", "查询 q = x⁽²⁾"),
-    );
+    let query_box = (comp_x + 3.0 * CELL_W + 6.0, CELL_H + 12.0);
+    frame(&mut svg, (6.0, 60.0), query_box, QUERY, "#fff5eb");
+    let query_label = lang.pick("query q = x⁽²⁾", "查询 q = x⁽²⁾");
+    row_label(&mut svg, label_x, 66.0, query_label);
     for (k, &q) in query.iter().enumerate() {
-        cell(
-            &mut svg,
-            comp_x + CELL_W * k as f64,
-            66.0,
-            CELL_W,
-            CELL_H,
-            q,
-        );
+        component(&mut svg, (comp_x + CELL_W * k as f64, 66.0), q);
     }
 
     // The inputs, their products with q, and their scores.
     for (i, token) in TOKENS.iter().enumerate() {
         let y = top + row * i as f64;
         if i == JOURNEY {
-            frame(
-                &mut svg,
-                6.0,
-                y - 6.0,
-                width - 12.0,
-                CELL_H + 12.0,
-                QUERY,
-                "none",
-            );
+            let row_box = (width - 12.0, CELL_H + 12.0);
+            frame(&mut svg, (6.0, y - 6.0), row_box, QUERY, "none");
         }
-        text(
+        row_label(
             &mut svg,
             label_x,
-            y + CELL_H / 2.0 + 4.5,
-            "end",
-            13,
-            "black",
+            y,
             &format!("x⁽{}⁾ {token}", superscript(i + 1)),
         );
         for (k, (&x, &q)) in journey.inputs.row(i).iter().zip(query).enumerate() {
-            cell(&mut svg, comp_x + CELL_W * k as f64, y, CELL_W, CELL_H, x);
-            cell(
-                &mut svg,
-                prod_x + CELL_W * k as f64,
-                y,
-                CELL_W,
-                CELL_H,
-                x * q,
-            );
+            component(&mut svg, (comp_x + CELL_W * k as f64, y), x);
+            component(&mut svg, (prod_x + CELL_W * k as f64, y), x * q);
         }
-        text(
-            &mut svg,
-            (comp_x + 3.0 * CELL_W + prod_x) / 2.0,
-            y + CELL_H / 2.0 + 5.0,
-            "middle",
-            15,
-            GREY,
-            "×q",
-        );
-        text(
-            &mut svg,
-            (prod_x + 3.0 * CELL_W + bar_x) / 2.0,
-            y + CELL_H / 2.0 + 5.0,
-            "middle",
-            15,
-            GREY,
-            "Σ",
-        );
+        let between = |svg: &mut String, x: f64, operator: &str| {
+            text(
+                svg,
+                (x, y + CELL_H / 2.0 + 5.0),
+                "middle",
+                15,
+                GREY,
+                operator,
+            )
+        };
+        between(&mut svg, (comp_x + 3.0 * CELL_W + prod_x) / 2.0, "×q");
+        between(&mut svg, (prod_x + 3.0 * CELL_W + bar_x) / 2.0, "Σ");
         let score = journey.scores[i];
-        bar(
+        labelled_bar(
             &mut svg,
-            bar_x,
-            y + 4.0,
-            f64::from(score) * bar_per_unit,
-            CELL_H - 8.0,
+            (bar_x, y + 4.0),
+            (f64::from(score) * bar_per_unit, CELL_H - 8.0),
             SCORE,
             &format!("{score:.4}"),
         );
     }
-    text(
-        &mut svg,
-        width / 2.0,
-        height - 34.0,
-        "middle",
-        12,
-        GREY,
+    let lines = [
         lang.pick(
             "An input whose large components sit where the query's are gives large products and a long bar.",
             "输入的大分量若与查询的大分量位置相同，乘积就大，条形就长。",
         ),
-    );
-    text(
-        &mut svg,
-        width / 2.0,
-        height - 16.0,
-        "middle",
-        12,
-        GREY,
         lang.pick(
             "Cells: darker blue for larger numbers. Bars: the scores of attn_scores_for.",
             "格子：数越大，蓝色越深。条形：attn_scores_for 算出的得分。",
         ),
-    );
-    svg.push_str("</svg>\n");
-    Figure {
-        file: format!("{}s1_inputs.svg", lang.dir()),
-        svg,
-    }
+    ];
+    notes(&mut svg, (width, height), lines);
+    finish(lang, "s1_inputs.svg", svg)
 }
 
 /// `n` (1 to 9) as a superscript digit.
@@ -352,7 +219,7 @@ fn journey_figure(lang: Lang, journey: &Journey) -> Figure {
     let weight_px = 110.0 / 0.25; // px per unit of weight
     let (top, row) = (84.0, 44.0);
     let header = |svg: &mut String, x: f64, words: &str| {
-        text(svg, x, top - 16.0, "middle", 13, "black", words)
+        text(svg, (x, top - 16.0), "middle", 13, "black", words)
     };
     header(
         &mut svg,
@@ -371,8 +238,8 @@ fn journey_figure(lang: Lang, journey: &Journey) -> Figure {
     );
     let between = |svg: &mut String, x0: f64, x1: f64, words: &str| {
         let y = top - 36.0;
-        arrow(svg, (x0, y), (x1, y), GREY, 1.5, 8.0);
-        text(svg, (x0 + x1) / 2.0, y - 6.0, "middle", 12, GREY, words);
+        arrow(svg, (x0, y), (x1, y), GREY, 1.5, (8.0, 3.6));
+        text(svg, ((x0 + x1) / 2.0, y - 6.0), "middle", 12, GREY, words);
     };
     between(&mut svg, score_x + 150.0, weight_x + 10.0, "softmax");
     between(
@@ -385,53 +252,30 @@ fn journey_figure(lang: Lang, journey: &Journey) -> Figure {
     for (i, token) in TOKENS.iter().enumerate() {
         let y = top + row * i as f64;
         if i == JOURNEY {
-            frame(
-                &mut svg,
-                6.0,
-                y - 5.0,
-                width - 12.0,
-                CELL_H + 10.0,
-                QUERY,
-                "#fff5eb",
-            );
+            let row_box = (width - 12.0, CELL_H + 10.0);
+            frame(&mut svg, (6.0, y - 5.0), row_box, QUERY, "#fff5eb");
         }
-        text(
-            &mut svg,
-            label_x,
-            y + CELL_H / 2.0 + 4.5,
-            "end",
-            13,
-            "black",
-            token,
-        );
+        row_label(&mut svg, label_x, y, token);
         let (score, weight) = (journey.scores[i], journey.weights[i]);
-        bar(
+        let bar_h = CELL_H - 10.0;
+        let score_bar = (f64::from(score) * score_px, bar_h);
+        labelled_bar(
             &mut svg,
-            score_x,
-            y + 5.0,
-            f64::from(score) * score_px,
-            CELL_H - 10.0,
+            (score_x, y + 5.0),
+            score_bar,
             SCORE,
             &format!("{score:.4}"),
         );
-        bar(
+        let weight_bar = (f64::from(weight) * weight_px, bar_h);
+        labelled_bar(
             &mut svg,
-            weight_x,
-            y + 5.0,
-            f64::from(weight) * weight_px,
-            CELL_H - 10.0,
+            (weight_x, y + 5.0),
+            weight_bar,
             WEIGHT,
             &format!("{weight:.4}"),
         );
         for (k, &x) in journey.inputs.row(i).iter().enumerate() {
-            cell(
-                &mut svg,
-                sum_x + CELL_W * k as f64,
-                y,
-                CELL_W,
-                CELL_H,
-                weight * x,
-            );
+            component(&mut svg, (sum_x + CELL_W * k as f64, y), weight * x);
         }
     }
 
@@ -448,66 +292,34 @@ fn journey_figure(lang: Lang, journey: &Journey) -> Figure {
     rule(&mut svg, weight_x, weight_x + 170.0);
     rule(&mut svg, sum_x, sum_x + 3.0 * CELL_W);
     let total: f32 = journey.weights.sum();
+    let sum_label = (weight_x, y + CELL_H / 2.0 + 4.5);
     text(
         &mut svg,
-        weight_x,
-        y + CELL_H / 2.0 + 4.5,
+        sum_label,
         "start",
         13,
         "black",
         &format!("Σ α₂ᵢ = {total:.4}"),
     );
-    text(
-        &mut svg,
-        sum_x - 8.0,
-        y + CELL_H / 2.0 + 4.5,
-        "end",
-        13,
-        "black",
-        "z⁽²⁾ = Σ",
-    );
+    row_label(&mut svg, sum_x - 8.0, y, "z⁽²⁾ = Σ");
     for (k, &z) in journey.context.iter().enumerate() {
-        cell(&mut svg, sum_x + CELL_W * k as f64, y, CELL_W, CELL_H, z);
+        component(&mut svg, (sum_x + CELL_W * k as f64, y), z);
     }
-    frame(
-        &mut svg,
-        sum_x - 2.0,
-        y - 2.0,
-        3.0 * CELL_W + 4.0,
-        CELL_H + 4.0,
-        "#9467bd",
-        "none",
-    );
+    let z_box = (3.0 * CELL_W + 4.0, CELL_H + 4.0);
+    frame(&mut svg, (sum_x - 2.0, y - 2.0), z_box, PURPLE, "none");
 
-    text(
-        &mut svg,
-        width / 2.0,
-        height - 34.0,
-        "middle",
-        12,
-        GREY,
+    let lines = [
         lang.pick(
             "Softmax keeps the scores' order and makes the weights sum to 1;",
             "softmax 保持得分的大小顺序，并使权重之和为 1；",
         ),
-    );
-    text(
-        &mut svg,
-        width / 2.0,
-        height - 16.0,
-        "middle",
-        12,
-        GREY,
         lang.pick(
             "z⁽²⁾ adds up the inputs, each scaled by its weight: the high scorers count most.",
             "z⁽²⁾ 把各输入按其权重缩放后相加：得分高的输入贡献最大。",
         ),
-    );
-    svg.push_str("</svg>\n");
-    Figure {
-        file: format!("{}s1_journey.svg", lang.dir()),
-        svg,
-    }
+    ];
+    notes(&mut svg, (width, height), lines);
+    finish(lang, "s1_journey.svg", svg)
 }
 
 /// This stage's pictures in `lang`'s words.
@@ -534,22 +346,27 @@ mod tests {
             .collect()
     }
 
-    #[test]
-    fn the_inputs_picture_draws_the_scores_of_attn_scores_for_and_journey_scores_highest() {
-        let figure = &figures(Lang::En).unwrap()[0];
-        assert_eq!(figure.file, "s1_inputs.svg");
-        let lengths = bars(&figure.svg, SCORE);
+    /// The token whose bar in `colour` is the longest, of the six.
+    fn longest(svg: &str, colour: &str) -> &'static str {
+        let lengths = bars(svg, colour);
         assert_eq!(lengths.len(), 6);
         let longest = (0..6)
             .max_by(|&a, &b| lengths[a].total_cmp(&lengths[b]))
             .unwrap();
-        assert_eq!(TOKENS[longest], "journey");
+        TOKENS[longest]
+    }
+
+    #[test]
+    fn the_inputs_picture_draws_the_scores_of_attn_scores_for_and_journey_scores_highest() {
+        let figure = &figures(Lang::En).unwrap()[0];
+        assert_eq!(figure.file, "s1_inputs.svg");
+        assert_eq!(longest(&figure.svg, SCORE), "journey");
         // The chapter's printed scores, as the bars' labels.
         for score in ["0.9544", "1.4950", "1.4754", "0.8434", "0.7070", "1.0865"] {
             assert!(figure.svg.contains(&format!(">{score}</text>")), "{score}");
         }
         // The query's 3 cells, then 3 components and 3 products per input.
-        let cells = figure.svg.matches("stroke=\"#999\"").count();
+        let cells = figure.svg.matches(&format!("stroke=\"{OUTLINE}\"")).count();
         assert_eq!(cells, 3 + 6 * 6);
     }
 
@@ -557,12 +374,7 @@ mod tests {
     fn the_journey_picture_sums_the_weighted_inputs_to_the_context_vector() {
         let figure = &figures(Lang::En).unwrap()[1];
         assert_eq!(figure.file, "s1_journey.svg");
-        let weights = bars(&figure.svg, WEIGHT);
-        assert_eq!(weights.len(), 6);
-        let heaviest = (0..6)
-            .max_by(|&a, &b| weights[a].total_cmp(&weights[b]))
-            .unwrap();
-        assert_eq!(TOKENS[heaviest], "journey");
+        assert_eq!(longest(&figure.svg, WEIGHT), "journey");
         assert!(figure.svg.contains(">Σ α₂ᵢ = 1.0000</text>"));
         // z⁽²⁾ as `context_vector` prints it, to the cells' two decimals: 0.4419, 0.6515, 0.5683.
         let z_row = figure.svg.split("z⁽²⁾ = Σ</text>").nth(1).unwrap();

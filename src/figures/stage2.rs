@@ -5,7 +5,8 @@
 use std::fmt::Write;
 
 use super::Figure;
-use super::stage1::{GREY, QUERY, SCORE, WEIGHT, arrow, frame, superscript, text};
+use super::draw::{GREY, RED, arrow, finish, frame, note, text, vertical_text};
+use super::stage1::{QUERY, SCORE, WEIGHT, superscript};
 use crate::lang::Lang;
 use crate::plot::open_svg;
 use crate::rng::torch::Generator;
@@ -32,6 +33,26 @@ pub fn mean_largest_weights(seed: u64, d_k: usize, draws: usize) -> (f64, f64) {
         scaled += largest(&demo.weights);
     }
     (unscaled / draws as f64, scaled / draws as f64)
+}
+
+/// The axes of a chart, left and bottom, from their corner (x0, y0) up to y1 and across to x1.
+fn axes(svg: &mut String, (x0, y0): (f64, f64), (x1, y1): (f64, f64)) {
+    let _ = writeln!(
+        svg,
+        "<path d=\"M{x0:.1},{y1:.1} V{y0:.1} H{x1:.1}\" fill=\"none\" stroke=\"black\"/>"
+    );
+}
+
+/// The label of `v` on the vertical axis at x0, level with height y.
+fn y_tick(svg: &mut String, (x0, y): (f64, f64), v: f64) {
+    text(
+        svg,
+        (x0 - 6.0, y + 4.0),
+        "end",
+        12,
+        "black",
+        &format!("{v:.1}"),
+    );
 }
 
 /// `s2_keys_plane.svg`: with d_out = 2, the query q⁽²⁾ and the six keys as arrows in the plane
@@ -87,10 +108,7 @@ fn keys_plane(lang: Lang, seeds: BookSeeds) -> Figure {
     // Axes with ticks every 0.5.
     let (x0, y0) = to_px((lo, lo));
     let (x1, y1) = to_px((hi_x, hi_y));
-    let _ = writeln!(
-        svg,
-        "<path d=\"M{x0:.1},{y1:.1} V{y0:.1} H{x1:.1}\" fill=\"none\" stroke=\"black\"/>"
-    );
+    axes(&mut svg, (x0, y0), (x1, y1));
     let ticks = ((hi_y - lo) * 2.0).round() as usize;
     for t in 0..=ticks {
         let v = lo + 0.5 * t as f64;
@@ -98,40 +116,20 @@ fn keys_plane(lang: Lang, seeds: BookSeeds) -> Figure {
         if v <= hi_x {
             text(
                 &mut svg,
-                px,
-                y0 + 16.0,
+                (px, y0 + 16.0),
                 "middle",
                 12,
                 "black",
                 &format!("{v:.1}"),
             );
         }
-        text(
-            &mut svg,
-            x0 - 6.0,
-            py + 4.0,
-            "end",
-            12,
-            "black",
-            &format!("{v:.1}"),
-        );
+        y_tick(&mut svg, (x0, py), v);
     }
-    text(
-        &mut svg,
-        (x0 + x1) / 2.0,
-        y0 + 36.0,
-        "middle",
-        12,
-        GREY,
-        lang.pick("component 1", "第 1 个分量"),
-    );
+    let component_1 = lang.pick("component 1", "第 1 个分量");
+    note(&mut svg, ((x0 + x1) / 2.0, y0 + 36.0), component_1);
     let mid = (y0 + y1) / 2.0;
-    let _ = writeln!(
-        svg,
-        "<text x=\"24\" y=\"{mid:.1}\" transform=\"rotate(-90 24 {mid:.1})\" text-anchor=\"middle\" \
-         font-size=\"12\" fill=\"{GREY}\">{}</text>",
-        lang.pick("component 2", "第 2 个分量")
-    );
+    let component_2 = lang.pick("component 2", "第 2 个分量");
+    vertical_text(&mut svg, (24.0, mid), 12, GREY, component_2);
 
     // The query's direction, through the origin to the plane's edge.
     let origin = to_px((0.0, 0.0));
@@ -151,7 +149,7 @@ fn keys_plane(lang: Lang, seeds: BookSeeds) -> Figure {
     for &i in &order {
         let tip = to_px(keys[i]);
         let colour = if i == shown { WEIGHT } else { SCORE };
-        arrow(&mut svg, origin, tip, colour, 1.8, 10.0);
+        arrow(&mut svg, origin, tip, colour, 1.8, (10.0, 4.5));
         let mut at = (tip.0 + 8.0, tip.1 - 4.0);
         while placed
             .iter()
@@ -162,8 +160,7 @@ fn keys_plane(lang: Lang, seeds: BookSeeds) -> Figure {
         placed.push(at);
         text(
             &mut svg,
-            at.0,
-            at.1,
+            (at.0, at.1),
             "start",
             12,
             colour,
@@ -171,11 +168,10 @@ fn keys_plane(lang: Lang, seeds: BookSeeds) -> Figure {
         );
     }
     let q_tip = to_px(q);
-    arrow(&mut svg, origin, q_tip, QUERY, 3.0, 13.0);
+    arrow(&mut svg, origin, q_tip, QUERY, 3.0, (13.0, 5.85));
     text(
         &mut svg,
-        q_tip.0 - 10.0,
-        q_tip.1 - 8.0,
+        (q_tip.0 - 10.0, q_tip.1 - 8.0),
         "end",
         13,
         QUERY,
@@ -232,8 +228,7 @@ fn keys_plane(lang: Lang, seeds: BookSeeds) -> Figure {
     );
     text(
         &mut svg,
-        b.0 - 6.0,
-        b.1 + 4.0,
+        (b.0 - 6.0, b.1 + 4.0),
         "end",
         12,
         WEIGHT,
@@ -245,63 +240,39 @@ fn keys_plane(lang: Lang, seeds: BookSeeds) -> Figure {
     let ty = 76.0;
     text(
         &mut svg,
-        tx + 130.0,
-        ty,
+        (tx + 130.0, ty),
         "middle",
         13,
         "black",
         lang.pick("score = shadow × |q⁽²⁾|", "得分 = 影长 × |q⁽²⁾|"),
     );
-    text(
-        &mut svg,
-        tx + 80.0,
-        ty + 24.0,
-        "end",
-        12,
-        GREY,
-        lang.pick("key", "键"),
-    );
-    text(
-        &mut svg,
-        tx + 170.0,
-        ty + 24.0,
-        "end",
-        12,
-        GREY,
-        lang.pick("shadow", "影长"),
-    );
-    text(&mut svg, tx + 260.0, ty + 24.0, "end", 12, GREY, "ω₂ᵢ");
+    // Each row's three columns, right-aligned so that the numbers' decimals line up.
+    let row = |svg: &mut String, y: f64, ink: &str, words: [&str; 3]| {
+        for (x, word) in [80.0, 170.0, 260.0].into_iter().zip(words) {
+            text(svg, (tx + x, y), "end", 12, ink, word);
+        }
+    };
+    let heads = [lang.pick("key", "键"), lang.pick("shadow", "影长"), "ω₂ᵢ"];
+    row(&mut svg, ty + 24.0, GREY, heads);
     for (i, token) in TOKENS.iter().enumerate() {
         let y = ty + 50.0 + 24.0 * i as f64;
         if i == shown {
-            frame(&mut svg, tx - 6.0, y - 16.0, 276.0, 22.0, WEIGHT, "#eef8ee");
+            frame(
+                &mut svg,
+                (tx - 6.0, y - 16.0),
+                (276.0, 22.0),
+                WEIGHT,
+                "#eef8ee",
+            );
         }
-        let score = walk.attn_scores_2[i];
-        text(&mut svg, tx + 80.0, y, "end", 12, "black", token);
-        text(
-            &mut svg,
-            tx + 170.0,
-            y,
-            "end",
-            12,
-            "black",
-            &format!("{:.4}", shadows[i]),
-        );
-        text(
-            &mut svg,
-            tx + 260.0,
-            y,
-            "end",
-            12,
-            "black",
-            &format!("{score:.4}"),
-        );
+        let shadow = format!("{:.4}", shadows[i]);
+        let score = format!("{:.4}", walk.attn_scores_2[i]);
+        row(&mut svg, y, "black", [token, &shadow, &score]);
     }
     let y = ty + 50.0 + 24.0 * TOKENS.len() as f64 + 10.0;
     text(
         &mut svg,
-        tx + 260.0,
-        y,
+        (tx + 260.0, y),
         "end",
         12,
         "black",
@@ -322,22 +293,11 @@ fn keys_plane(lang: Lang, seeds: BookSeeds) -> Figure {
         ),
         lang.pick("and is long scores high.", "得分就高。"),
     ];
-    for (n, note) in notes.iter().enumerate() {
-        text(
-            &mut svg,
-            tx - 6.0,
-            y + 40.0 + 18.0 * n as f64,
-            "start",
-            12,
-            GREY,
-            note,
-        );
+    for (n, line) in notes.iter().enumerate() {
+        let at = (tx - 6.0, y + 40.0 + 18.0 * n as f64);
+        text(&mut svg, at, "start", 12, GREY, line);
     }
-    svg.push_str("</svg>\n");
-    Figure {
-        file: format!("{}s2_keys_plane.svg", lang.dir()),
-        svg,
-    }
+    finish(lang, "s2_keys_plane.svg", svg)
 }
 
 /// `s2_scaling.svg`: the mean largest softmax weight of six keys against d_k (log scale), for the
@@ -374,16 +334,12 @@ fn scaling(lang: Lang, seeds: BookSeeds) -> Figure {
     };
     let (x0, y0) = to_px(SCALING_D_K[0], 0.0);
     let (x1, y1) = to_px(SCALING_D_K[SCALING_D_K.len() - 1], 1.0);
-    let _ = writeln!(
-        svg,
-        "<path d=\"M{x0:.1},{y1:.1} V{y0:.1} H{x1:.1}\" fill=\"none\" stroke=\"black\"/>"
-    );
+    axes(&mut svg, (x0, y0), (x1, y1));
     for &d_k in &SCALING_D_K {
         let (px, _) = to_px(d_k, 0.0);
         text(
             &mut svg,
-            px,
-            y0 + 18.0,
+            (px, y0 + 18.0),
             "middle",
             12,
             "black",
@@ -393,15 +349,7 @@ fn scaling(lang: Lang, seeds: BookSeeds) -> Figure {
     for k in 0..=5 {
         let v = f64::from(k) * 0.2;
         let (_, py) = to_px(SCALING_D_K[0], v);
-        text(
-            &mut svg,
-            x0 - 6.0,
-            py + 4.0,
-            "end",
-            12,
-            "black",
-            &format!("{v:.1}"),
-        );
+        y_tick(&mut svg, (x0, py), v);
         let _ = writeln!(
             svg,
             "<line x1=\"{x0:.1}\" y1=\"{py:.1}\" x2=\"{x1:.1}\" y2=\"{py:.1}\" stroke=\"#eee\"/>"
@@ -409,8 +357,7 @@ fn scaling(lang: Lang, seeds: BookSeeds) -> Figure {
     }
     text(
         &mut svg,
-        (x0 + x1) / 2.0,
-        height - 30.0,
+        ((x0 + x1) / 2.0, height - 30.0),
         "middle",
         13,
         "black",
@@ -420,12 +367,8 @@ fn scaling(lang: Lang, seeds: BookSeeds) -> Figure {
         ),
     );
     let mid = (y0 + y1) / 2.0;
-    let _ = writeln!(
-        svg,
-        "<text x=\"22\" y=\"{mid:.1}\" transform=\"rotate(-90 22 {mid:.1})\" text-anchor=\"middle\" \
-         font-size=\"13\">{}</text>",
-        lang.pick("mean largest weight", "最大权重的均值")
-    );
+    let y_label = lang.pick("mean largest weight", "最大权重的均值");
+    vertical_text(&mut svg, (22.0, mid), 13, "black", y_label);
     // Six equal scores: every weight 1/6.
     let (_, sixth) = to_px(SCALING_D_K[0], 1.0 / 6.0);
     let _ = writeln!(
@@ -435,8 +378,7 @@ fn scaling(lang: Lang, seeds: BookSeeds) -> Figure {
     );
     text(
         &mut svg,
-        x1 - 4.0,
-        sixth + 16.0,
+        (x1 - 4.0, sixth + 16.0),
         "end",
         12,
         GREY,
@@ -445,7 +387,7 @@ fn scaling(lang: Lang, seeds: BookSeeds) -> Figure {
     let series = [
         (
             lang.pick("softmax(q·k), unscaled", "softmax(q·k)，不缩放"),
-            "#d62728",
+            RED,
             false,
         ),
         (
@@ -479,10 +421,10 @@ fn scaling(lang: Lang, seeds: BookSeeds) -> Figure {
             x0 + 16.0,
             x0 + 40.0
         );
-        text(&mut svg, x0 + 46.0, ly + 4.0, "start", 12, "black", name);
+        text(&mut svg, (x0 + 46.0, ly + 4.0), "start", 12, "black", name);
     }
     let (last, (u, s)) = points[points.len() - 1];
-    let note = match lang {
+    let words = match lang {
         Lang::En => format!(
             "mean of {SCALING_DRAWS} draws of Scaling::new per point; at d_k = {last}: {u:.2} unscaled, {s:.2} scaled"
         ),
@@ -490,20 +432,8 @@ fn scaling(lang: Lang, seeds: BookSeeds) -> Figure {
             "每个点是 Scaling::new 的 {SCALING_DRAWS} 次抽样的均值；d_k = {last} 时：不缩放 {u:.2}，缩放 {s:.2}"
         ),
     };
-    text(
-        &mut svg,
-        width / 2.0,
-        height - 10.0,
-        "middle",
-        12,
-        GREY,
-        &note,
-    );
-    svg.push_str("</svg>\n");
-    Figure {
-        file: format!("{}s2_scaling.svg", lang.dir()),
-        svg,
-    }
+    note(&mut svg, (width / 2.0, height - 10.0), &words);
+    finish(lang, "s2_scaling.svg", svg)
 }
 
 /// This stage's pictures in `lang`'s words.

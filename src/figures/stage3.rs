@@ -1,14 +1,14 @@
 //! The pictures of stage 3 (§3.5), drawn from the crate's own numbers: the two routes of §3.5.1 from
 //! the scores to the causal weights (`s3_masking.svg`), and §3.5.2's dropout mask applied to those
 //! weights (`s3_dropout.svg`).
-//!
-//! The small helpers here (text, a matrix of shaded cells with a word in each, an arrow) are shared
-//! with stage 4's pictures.
 
 use std::fmt::Write;
 
 use ndarray::Array2;
 
+use super::draw::{
+    GREEN, GREY, ORANGE, PURPLE, RED, Shade, arrow, bold, finish, matrix, note, rect, text, weight,
+};
 use super::{Figure, s3_weights};
 use crate::lang::Lang;
 use crate::plot::{blue, escape, open_svg};
@@ -37,66 +37,6 @@ const FUTURE: &str = "#e4e4e4";
 const DROPPED: &str = "#fde0dd";
 /// The fill of a weight that dropout kept (and doubled).
 const KEPT: &str = "#d9f0d3";
-/// Red, for the zeros a mask or dropout wrote.
-const RED: &str = "#d62728";
-/// Green, for the weights dropout kept.
-const GREEN: &str = "#2ca02c";
-/// The grey of notes.
-const GREY: &str = "#555";
-
-/// `content` at (x, y), anchored `anchor` (`start`, `middle`, `end`), `size` px, in `fill`.
-pub(super) fn text(
-    svg: &mut String,
-    (x, y): (f64, f64),
-    anchor: &str,
-    size: u32,
-    fill: &str,
-    content: &str,
-) {
-    let _ = writeln!(
-        svg,
-        "<text x=\"{x:.1}\" y=\"{y:.1}\" text-anchor=\"{anchor}\" font-size=\"{size}\" \
-         fill=\"{fill}\">{}</text>",
-        escape(content)
-    );
-}
-
-/// `content` in bold at (x, y).
-pub(super) fn bold(svg: &mut String, (x, y): (f64, f64), anchor: &str, content: &str) {
-    let _ = writeln!(
-        svg,
-        "<text x=\"{x:.1}\" y=\"{y:.1}\" text-anchor=\"{anchor}\" font-weight=\"bold\">{}</text>",
-        escape(content)
-    );
-}
-
-/// A filled `w`×`h` rectangle at (x, y) with a white outline.
-pub(super) fn rect(svg: &mut String, (x, y): (f64, f64), (w, h): (f64, f64), fill: &str) {
-    let _ = writeln!(
-        svg,
-        "<rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"{h:.1}\" fill=\"{fill}\" \
-         stroke=\"white\"/>"
-    );
-}
-
-/// One cell as drawn: its fill, and the word printed in it in `ink`.
-pub(super) struct Shade {
-    pub fill: String,
-    pub ink: &'static str,
-    pub word: String,
-}
-
-/// A cell of one weight on the Blues scale, where `top` is the darkest blue, its value printed to
-/// two decimals, in white on the darker half.
-fn weight(w: f32, top: f64) -> Shade {
-    let t = f64::from(w) / top;
-    let ink = if t > 0.55 { "white" } else { "black" };
-    Shade {
-        fill: blue(t),
-        ink,
-        word: format!("{w:.2}"),
-    }
-}
 
 /// `colour` (`#rrggbb`) mixed with white: `t` = 0 white, 1 the colour itself.
 fn tint(colour: &str, t: f64) -> String {
@@ -115,52 +55,12 @@ fn tint(colour: &str, t: f64) -> String {
 /// decimals.
 fn score(s: f32, top: f64) -> Shade {
     let t = f64::from(s.abs()) / top;
-    let colour = if s < 0.0 { "#ff7f0e" } else { "#9467bd" };
+    let colour = if s < 0.0 { ORANGE } else { PURPLE };
     Shade {
         fill: tint(colour, t),
         ink: if t > 0.6 { "white" } else { "black" },
         word: format!("{s:.2}"),
     }
-}
-
-/// A matrix of `rows` × `cols` cells of `w`×`h` px from (left, top), cell (i, j) drawn as `shade(i, j)`.
-pub(super) fn matrix(
-    svg: &mut String,
-    (left, top): (f64, f64),
-    (rows, cols): (usize, usize),
-    (w, h): (f64, f64),
-    shade: impl Fn(usize, usize) -> Shade,
-) {
-    for i in 0..rows {
-        for j in 0..cols {
-            let (x, y) = (left + w * j as f64, top + h * i as f64);
-            let cell = shade(i, j);
-            rect(svg, (x, y), (w, h), &cell.fill);
-            text(
-                svg,
-                (x + w / 2.0, y + h / 2.0 + 4.5),
-                "middle",
-                12,
-                cell.ink,
-                &cell.word,
-            );
-        }
-    }
-}
-
-/// An arrow from (x1, y) to (x2, y), its head at x2.
-pub(super) fn arrow(svg: &mut String, (x1, x2): (f64, f64), y: f64, colour: &str) {
-    let _ = writeln!(
-        svg,
-        "<line x1=\"{x1:.1}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" stroke=\"{colour}\" \
-         stroke-width=\"2.0\"/>\n<polygon points=\"{x2:.1},{y:.1} {:.1},{:.1} {:.1},{:.1}\" \
-         fill=\"{colour}\"/>",
-        x2 - 8.0,
-        x2 - 9.0,
-        y - 5.0,
-        x2 - 9.0,
-        y + 5.0
-    );
 }
 
 /// The left edge of panel `k` (0, 1, 2).
@@ -202,14 +102,23 @@ fn panels(
 
 /// One entry of a legend at (x, y): a swatch filled `fill` with `word` in it, then `label`.
 fn key(svg: &mut String, (x, y): (f64, f64), fill: &str, (ink, word): (&str, &str), label: &str) {
-    rect(svg, (x, y), (CELL, 22.0), fill);
-    let _ = writeln!(
-        svg,
-        "<rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{CELL:.1}\" height=\"22.0\" fill=\"none\" \
-         stroke=\"#999\"/>"
-    );
+    rect(svg, (x, y), (CELL, 22.0), fill, "white");
+    rect(svg, (x, y), (CELL, 22.0), "none", "#999");
     text(svg, (x + CELL / 2.0, y + 15.5), "middle", 12, ink, word);
     text(svg, (x + CELL + 6.0, y + 15.5), "start", 12, "black", label);
+}
+
+/// One entry of a legend: a swatch's fill, the ink and word printed in it, and what it means.
+type Entry<'a> = (String, (&'a str, &'a str), &'a str);
+
+/// The foot of a picture `height` high: a legend of `entries` in a row, `pitch` px apart, and a note
+/// under it that says how to read the cells.
+fn footer(svg: &mut String, height: f64, (entries, pitch): (&[Entry], f64), words: &str) {
+    let y = height - 62.0;
+    for (k, (fill, word, label)) in entries.iter().enumerate() {
+        key(svg, (8.0 + pitch * k as f64, y), fill, *word, label);
+    }
+    note(svg, (WIDTH / 2.0, height - 14.0), words);
 }
 
 /// The (T, T) matrices of §3.5.1's two routes, each from the scores to the causal weights: route 1
@@ -272,7 +181,15 @@ fn masking(lang: Lang, seeds: BookSeeds) -> Result<Figure, Error> {
         bold(&mut svg, (8.0, block + 14.0), "start", headings[r]);
         for k in 0..2 {
             let x = panel_left(k) + 6.0 * CELL;
-            arrow(&mut svg, (x + 6.0, x + GAP - 6.0), top - 62.0, GREY);
+            let y = top - 62.0;
+            arrow(
+                &mut svg,
+                (x + 6.0, y),
+                (x + GAP - 6.0, y),
+                GREY,
+                2.0,
+                (9.0, 5.0),
+            );
         }
         panels(&mut svg, top, titles[r], |k, i, j| {
             let value = route[k][(i, j)];
@@ -314,15 +231,14 @@ fn masking(lang: Lang, seeds: BookSeeds) -> Result<Figure, Error> {
             }
         }
     }
-    let y = height - 62.0;
     let legend = [
         (
-            tint("#9467bd", 0.7),
+            tint(PURPLE, 0.7),
             ("white", ""),
             lang.pick("score > 0", "分数 > 0"),
         ),
         (
-            tint("#ff7f0e", 0.7),
+            tint(ORANGE, 0.7),
             ("white", ""),
             lang.pick("score < 0", "分数 < 0"),
         ),
@@ -342,26 +258,12 @@ fn masking(lang: Lang, seeds: BookSeeds) -> Result<Figure, Error> {
             lang.pick("zeroed weight", "置零的权重"),
         ),
     ];
-    for (k, (fill, word, label)) in legend.iter().enumerate() {
-        key(&mut svg, (8.0 + 150.0 * k as f64, y), fill, *word, label);
-    }
-    let note = lang.pick(
+    let words = lang.pick(
         "row: the query token · column: the key token it attends to · Σ: the row's sum",
         "行：查询词元 · 列：它所关注的键词元 · Σ：该行之和",
     );
-    text(
-        &mut svg,
-        (WIDTH / 2.0, height - 14.0),
-        "middle",
-        12,
-        GREY,
-        note,
-    );
-    svg.push_str("</svg>\n");
-    Ok(Figure {
-        file: format!("{}s3_masking.svg", lang.dir()),
-        svg,
-    })
+    footer(&mut svg, height, (&legend, 150.0), words);
+    Ok(finish(lang, "s3_masking.svg", svg))
 }
 
 /// §3.5.2's dropout mask for a (T, T) matrix: `nn.Dropout(0.5)` after `torch.manual_seed(123)` on a
@@ -432,7 +334,6 @@ fn dropout(lang: Lang, seeds: BookSeeds) -> Result<Figure, Error> {
             },
         }
     });
-    let y = height - 62.0;
     let scale = format!("{} 0 → {top_of_scale:.2}", lang.pick("weight", "权重"));
     let legend = [
         (blue(0.4), ("black", ""), scale.as_str()),
@@ -452,26 +353,12 @@ fn dropout(lang: Lang, seeds: BookSeeds) -> Result<Figure, Error> {
             lang.pick("future (masked)", "未来（已遮盖）"),
         ),
     ];
-    for (k, (fill, word, label)) in legend.iter().enumerate() {
-        key(&mut svg, (8.0 + 185.0 * k as f64, y), fill, *word, label);
-    }
-    let note = lang.pick(
+    let words = lang.pick(
         "each weight is kept with probability 1 − p = 0.5 and then multiplied by 1/(1 − p) = 2",
         "每个权重以 1 − p = 0.5 的概率保留，保留后乘以 1/(1 − p) = 2",
     );
-    text(
-        &mut svg,
-        (WIDTH / 2.0, height - 14.0),
-        "middle",
-        12,
-        GREY,
-        note,
-    );
-    svg.push_str("</svg>\n");
-    Ok(Figure {
-        file: format!("{}s3_dropout.svg", lang.dir()),
-        svg,
-    })
+    footer(&mut svg, height, (&legend, 185.0), words);
+    Ok(finish(lang, "s3_dropout.svg", svg))
 }
 
 /// This stage's pictures in `lang`'s words.

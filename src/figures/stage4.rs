@@ -10,7 +10,9 @@ use std::fmt::Write;
 use ndarray::{Array2, Array3, Axis};
 
 use super::Figure;
-use super::stage3::{Shade, arrow, bold, matrix, rect, text};
+use super::draw::{
+    BLUE, GREEN, GREY, ORANGE, RED, Shade, arrow, bold, finish, matrix, note, rect, text,
+};
 use crate::lang::Lang;
 use crate::plot::open_svg;
 use crate::rng::torch::Generator;
@@ -33,11 +35,9 @@ const WIDTH: f64 = 740.0;
 /// Between two groups of cells (two tokens of (T, H, D), two heads of (H, T, D)).
 const GROUP_GAP: f64 = 10.0;
 /// The colours of head 0 and head 1.
-pub(super) const HEADS: [&str; 2] = ["#1f77b4", "#ff7f0e"];
+pub(super) const HEADS: [&str; 2] = [BLUE, ORANGE];
 /// The fills of head 0's and head 1's cells: their colours, pale enough for black text.
 const FILLS: [&str; 2] = ["#a5c9e1", "#ffc999"];
-/// The grey of notes and arrows.
-const GREY: &str = "#555";
 
 /// One entry of the queries: its token, its column and its value.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -143,11 +143,16 @@ fn header(svg: &mut String, x: f64, what: &str, shape: &str) {
     text(svg, (x, TOP - 28.0), "middle", 12, GREY, shape);
 }
 
+/// A step from one tensor to the next: an arrow at height y from x1 to x2, either way.
+fn step_arrow(svg: &mut String, (x1, x2): (f64, f64), y: f64, colour: &str) {
+    arrow(svg, (x1, y), (x2, y), colour, 2.0, (9.0, 5.0));
+}
+
 /// The legend of the heads' colours at (x, y).
 fn legend(svg: &mut String, lang: Lang, (x, y): (f64, f64)) {
     for (h, fill) in FILLS.iter().enumerate() {
         let x = x + 120.0 * h as f64;
-        rect(svg, (x, y), (26.0, 18.0), fill);
+        rect(svg, (x, y), (26.0, 18.0), fill, "white");
         let label = format!("{} {h}", lang.pick("head", "头"));
         text(svg, (x + 32.0, y + 13.5), "start", 12, "black", &label);
     }
@@ -220,8 +225,8 @@ fn split_heads(lang: Lang, seeds: BookSeeds) -> Result<Figure, Error> {
             "black",
             forward,
         );
-        arrow(&mut svg, (x1, x2), TOP + 22.0, HEADS[0]);
-        arrow(&mut svg, (x2, x1), TOP + 120.0, GREY);
+        step_arrow(&mut svg, (x1, x2), TOP + 22.0, HEADS[0]);
+        step_arrow(&mut svg, (x2, x1), TOP + 120.0, GREY);
         for (k, line) in back.iter().enumerate() {
             text(
                 &mut svg,
@@ -252,23 +257,12 @@ fn split_heads(lang: Lang, seeds: BookSeeds) -> Result<Figure, Error> {
         merge_word,
     );
     legend(&mut svg, lang, (LEFTS[0], TOP + t as f64 * CH + 70.0));
-    let note = lang.pick(
+    let words = lang.pick(
         "each cell: a token and its query value · its colour: the head its column belongs to",
         "每个格子：一个词元及其查询值 · 颜色：它所在的列属于哪个头",
     );
-    text(
-        &mut svg,
-        (WIDTH / 2.0, height - 14.0),
-        "middle",
-        12,
-        GREY,
-        note,
-    );
-    svg.push_str("</svg>\n");
-    Ok(Figure {
-        file: format!("{}s4_split_heads.svg", lang.dir()),
-        svg,
-    })
+    note(&mut svg, (WIDTH / 2.0, height - 14.0), words);
+    Ok(finish(lang, "s4_split_heads.svg", svg))
 }
 
 /// `s4_reshape_mix.svg`: the heads of view + transpose beside the "heads" of a straight reshape,
@@ -310,29 +304,31 @@ fn reshape_mix(lang: Lang, seeds: BookSeeds) -> Result<Figure, Error> {
         lang.pick("reshape(B, H, T, D)", "reshape(B, H, T, D)"),
         &right,
     );
-    text(
-        &mut svg,
-        (LEFTS[1] + CW / 2.0, TOP - 12.0),
-        "middle",
-        12,
-        "#2ca02c",
-        lang.pick("✓ each head its own column", "✓ 每个头是自己的列"),
-    );
-    text(
-        &mut svg,
-        (LEFTS[2] + CW / 2.0, TOP - 12.0),
-        "middle",
-        12,
-        "#d62728",
-        lang.pick("✗ both heads, 3 tokens", "✗ 两个头、3 个词元"),
-    );
+    let verdicts = [
+        (
+            LEFTS[1],
+            GREEN,
+            lang.pick("✓ each head its own column", "✓ 每个头是自己的列"),
+        ),
+        (
+            LEFTS[2],
+            RED,
+            lang.pick("✗ both heads, 3 tokens", "✗ 两个头、3 个词元"),
+        ),
+    ];
+    for (left, colour, verdict) in verdicts {
+        text(
+            &mut svg,
+            (left + CW / 2.0, TOP - 12.0),
+            "middle",
+            12,
+            colour,
+            verdict,
+        );
+    }
     flat(&mut svg, lang, LEFTS[0], &q, d);
-    arrow(
-        &mut svg,
-        (LEFTS[0] + CW * d_out as f64 + 10.0, LEFTS[1] - 62.0),
-        TOP + 3.0 * CH,
-        GREY,
-    );
+    let (x1, x2) = (LEFTS[0] + CW * d_out as f64 + 10.0, LEFTS[1] - 62.0);
+    step_arrow(&mut svg, (x1, x2), TOP + 3.0 * CH, GREY);
     let head_label = |g: usize| format!("{} {g}", lang.pick("head", "头"));
     groups(&mut svg, LEFTS[1], &split(q.clone(), d), d, head_label);
     groups(&mut svg, LEFTS[2], &reshape(q.clone(), d), d, head_label);
@@ -382,11 +378,7 @@ fn reshape_mix(lang: Lang, seeds: BookSeeds) -> Result<Figure, Error> {
         );
     }
     legend(&mut svg, lang, (LEFTS[0], height - 26.0));
-    svg.push_str("</svg>\n");
-    Ok(Figure {
-        file: format!("{}s4_reshape_mix.svg", lang.dir()),
-        svg,
-    })
+    Ok(finish(lang, "s4_reshape_mix.svg", svg))
 }
 
 /// This stage's pictures in `lang`'s words.

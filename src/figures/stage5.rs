@@ -6,9 +6,10 @@
 use std::fmt::Write;
 
 use super::Figure;
+use super::draw::{BLUE, GREY, ORANGE, RED, arrow, arrowhead, finish, rect, text, vertical_text};
 use crate::Error;
 use crate::lang::Lang;
-use crate::plot::{escape, open_svg};
+use crate::plot::open_svg;
 use crate::rng::numpy::NumpyRandom;
 use crate::s5_gpt::backend::Op;
 use crate::s5_gpt::data::CharDataset;
@@ -21,9 +22,10 @@ pub fn figures(lang: Lang) -> Result<Vec<Figure>, Error> {
     Ok(vec![model_figure(lang), tape_figure(lang)])
 }
 
-const BLUE: &str = "#1f77b4";
-const ORANGE: &str = "#ff7f0e";
-const GREY: &str = "#555555";
+/// The ink of what explains the boxes (shapes, sizes, counts): a step back from black.
+const DIM: &str = "#333333";
+/// The head of every arrow here: (length, half width).
+const HEAD: (f64, f64) = (7.0, 3.5);
 /// The fill of a box of the tutorial's model, and of one the full block adds.
 const BLUE_FILL: &str = "#deebf7";
 const ORANGE_FILL: &str = "#fee6ce";
@@ -46,7 +48,7 @@ fn text_box(
     y: f64,
     size: (f64, f64),
     colours: (&str, &str),
-    text: &str,
+    words: &str,
 ) {
     let (w, h) = size;
     let (stroke, fill) = colours;
@@ -56,53 +58,7 @@ fn text_box(
         "<rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"{h:.1}\" rx=\"4\" \
          fill=\"{fill}\" stroke=\"{stroke}\"/>"
     );
-    let ty = y + h / 2.0 + 4.5;
-    let _ = writeln!(
-        svg,
-        "<text x=\"{cx:.1}\" y=\"{ty:.1}\" text-anchor=\"middle\" font-size=\"12\">{}</text>",
-        escape(text)
-    );
-}
-
-/// A line of text: `anchor` is `start`, `middle` or `end`.
-fn label(svg: &mut String, x: f64, y: f64, anchor: &str, size: u32, colour: &str, text: &str) {
-    let _ = writeln!(
-        svg,
-        "<text x=\"{x:.1}\" y=\"{y:.1}\" text-anchor=\"{anchor}\" font-size=\"{size}\" \
-         fill=\"{colour}\">{}</text>",
-        escape(text)
-    );
-}
-
-/// An arrowhead at `(x, y)` pointing in direction `(dx, dy)` (a unit vector).
-fn arrowhead(svg: &mut String, (x, y): (f64, f64), (dx, dy): (f64, f64), colour: &str) {
-    let (back, half) = (7.0, 3.5);
-    let (bx, by) = (x - dx * back, y - dy * back);
-    let (px, py) = (-dy * half, dx * half);
-    let _ = writeln!(
-        svg,
-        "<polygon points=\"{x:.1},{y:.1} {:.1},{:.1} {:.1},{:.1}\" fill=\"{colour}\"/>",
-        bx + px,
-        by + py,
-        bx - px,
-        by - py
-    );
-}
-
-/// A straight arrow from `from` to `to`, axis-parallel.
-fn arrow(svg: &mut String, from: (f64, f64), to: (f64, f64), colour: &str) {
-    let len = ((to.0 - from.0).powi(2) + (to.1 - from.1).powi(2)).sqrt();
-    let dir = ((to.0 - from.0) / len, (to.1 - from.1) / len);
-    let _ = writeln!(
-        svg,
-        "<line x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"{colour}\" \
-         stroke-width=\"1.5\"/>",
-        from.0,
-        from.1,
-        to.0 - dir.0 * 6.0,
-        to.1 - dir.1 * 6.0
-    );
-    arrowhead(svg, to, dir, colour);
+    text(svg, (cx, y + h / 2.0 + 4.5), "middle", 12, "black", words);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -373,14 +329,13 @@ fn column(svg: &mut String, steps: &[Step], cx: f64, width: f64) -> Vec<f64> {
         };
         text_box(svg, cx, y, (width, BOX_H), colours, &s.text);
         let (from, to) = (y + BOX_H, y + PITCH);
-        arrow(svg, (cx, from), (cx, to), GREY);
-        label(
+        arrow(svg, (cx, from), (cx, to), GREY, 1.5, HEAD);
+        text(
             svg,
-            cx + 8.0,
-            from + 15.0,
+            (cx + 8.0, from + 15.0),
             "start",
             12,
-            "#333333",
+            DIM,
             &shape_text(&s.shape),
         );
         tops.push(y);
@@ -397,17 +352,7 @@ fn frame(svg: &mut String, x: f64, w: f64, (top, bottom): (f64, f64), name: &str
          stroke=\"#999999\" stroke-dasharray=\"5,4\"/>",
         bottom - top
     );
-    vertical_label(svg, (x + 16.0, (top + bottom) / 2.0), "#666666", name);
-}
-
-/// A line of text written upwards, centred on `(x, y)`.
-fn vertical_label(svg: &mut String, (x, y): (f64, f64), colour: &str, text: &str) {
-    let _ = writeln!(
-        svg,
-        "<text x=\"{x:.1}\" y=\"{y:.1}\" text-anchor=\"middle\" font-size=\"12\" \
-         fill=\"{colour}\" transform=\"rotate(-90 {x:.1} {y:.1})\">{}</text>",
-        escape(text)
-    );
+    vertical_text(svg, (x + 16.0, (top + bottom) / 2.0), 12, "#666666", name);
 }
 
 /// The residual path: from the arrow below box top `from` along the left, into box top `to`.
@@ -425,7 +370,7 @@ fn residual(svg: &mut String, cx: f64, box_w: f64, lane: f64, (from, to): (f64, 
         svg,
         "<circle cx=\"{cx:.1}\" cy=\"{start_y:.1}\" r=\"2.5\" fill=\"{ORANGE}\"/>"
     );
-    arrowhead(svg, (cx - box_w / 2.0, end_y), (1.0, 0.0), ORANGE);
+    arrowhead(svg, (cx - box_w / 2.0, end_y), (1.0, 0.0), ORANGE, HEAD);
 }
 
 /// The parameters on a tape: the sum of their sizes, with thousands separated.
@@ -469,10 +414,9 @@ fn model_figure(lang: Lang) -> Figure {
     let mut svg = open_svg(lang, width, height, title);
     let (lx, rx, lw, rw) = (205.0, 560.0, 230.0, 250.0);
 
-    label(
+    text(
         &mut svg,
-        lx,
-        46.0,
+        (lx, 46.0),
         "middle",
         14,
         "black",
@@ -485,11 +429,10 @@ fn model_figure(lang: Lang) -> Figure {
         "B = {b}, T = {}, C = {}, V = {}",
         config.context_size, config.embedding_size, config.vocab_size
     );
-    label(&mut svg, lx, 64.0, "middle", 12, "#333333", &sizes);
-    label(
+    text(&mut svg, (lx, 64.0), "middle", 12, DIM, &sizes);
+    text(
         &mut svg,
-        rx,
-        46.0,
+        (rx, 46.0),
         "middle",
         14,
         "black",
@@ -499,7 +442,7 @@ fn model_figure(lang: Lang) -> Figure {
         .head_dim(full_config.embedding_size)
         .expect("the heads divide C");
     let heads = format!("{flags} (H = {}, D = {d})", arch.heads);
-    label(&mut svg, rx, 64.0, "middle", 12, "#333333", &heads);
+    text(&mut svg, (rx, 64.0), "middle", 12, DIM, &heads);
 
     let tops = column(&mut svg, &left, lx, lw);
     let block_name = match lang {
@@ -510,12 +453,12 @@ fn model_figure(lang: Lang) -> Figure {
     frame(&mut svg, 50.0, 330.0, (first, last), &block_name);
     let end = tops[tops.len() - 1] + PITCH;
     let loss = lang.pick("loss", "损失");
-    label(&mut svg, lx, end + 16.0, "middle", 12, "black", loss);
+    text(&mut svg, (lx, end + 16.0), "middle", 12, "black", loss);
     let count = match lang {
         Lang::En => format!("{tutorial_params} parameters"),
         Lang::ZhCn => format!("{tutorial_params} 个参数"),
     };
-    label(&mut svg, lx, end + 40.0, "middle", 12, "#333333", &count);
+    text(&mut svg, (lx, end + 40.0), "middle", 12, DIM, &count);
 
     let tops = column(&mut svg, &right, rx, rw);
     // Each residual path leaves the arrow below a sublayer's input and joins its "+" box.
@@ -526,7 +469,7 @@ fn model_figure(lang: Lang) -> Figure {
         "after the last block: LayerNorm, then Linear C → V",
         "最后一个模块之后：层归一化，再接 Linear C → V",
     );
-    label(&mut svg, rx, end + 16.0, "middle", 12, "black", rest);
+    text(&mut svg, (rx, end + 16.0), "middle", 12, "black", rest);
     let count = match lang {
         Lang::En => format!(
             "{full_params} parameters with {} blocks",
@@ -534,18 +477,18 @@ fn model_figure(lang: Lang) -> Figure {
         ),
         Lang::ZhCn => format!("{} 个模块，共 {full_params} 个参数", full_config.blocks),
     };
-    label(&mut svg, rx, end + 40.0, "middle", 12, "#333333", &count);
+    text(&mut svg, (rx, end + 40.0), "middle", 12, DIM, &count);
 
     // The legend.
     let ly = height - 20.0;
-    let key = |svg: &mut String, x: f64, (stroke, fill): (&str, &str), text: &str| {
+    let key = |svg: &mut String, x: f64, (stroke, fill): (&str, &str), words: &str| {
         let _ = writeln!(
             svg,
             "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"18\" height=\"12\" rx=\"2\" fill=\"{fill}\" \
              stroke=\"{stroke}\"/>",
             ly - 10.0
         );
-        label(svg, x + 24.0, ly, "start", 12, "black", text);
+        text(svg, (x + 24.0, ly), "start", 12, "black", words);
     };
     key(
         &mut svg,
@@ -559,20 +502,15 @@ fn model_figure(lang: Lang) -> Figure {
         (ORANGE, ORANGE_FILL),
         lang.pick("what it leaves out", "教程的模型省掉的"),
     );
-    label(
+    text(
         &mut svg,
-        540.0,
-        ly,
+        (540.0, ly),
         "start",
         12,
-        "#333333",
+        DIM,
         lang.pick("arrows: tensor shapes", "箭头上：张量形状"),
     );
-    svg.push_str("</svg>\n");
-    Figure {
-        file: format!("{}s5_model.svg", lang.dir()),
-        svg,
-    }
+    finish(lang, "s5_model.svg", svg)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -700,13 +638,12 @@ fn tape_figure(lang: Lang) -> Figure {
         lang.pick("gradient ∂L/∂·", "梯度 ∂L/∂·"),
     ];
     for ((x, w), head) in COLS.iter().zip(heads) {
-        label(
+        text(
             &mut svg,
-            x + w / 2.0,
-            ROW_TOP - 10.0,
+            (x + w / 2.0, ROW_TOP - 10.0),
             "middle",
             12,
-            "#333333",
+            DIM,
             head,
         );
     }
@@ -722,35 +659,28 @@ fn tape_figure(lang: Lang) -> Figure {
             "#f2f2f2"
         };
         for &(x, w) in &COLS {
-            let _ = writeln!(
-                svg,
-                "<rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"{ROW_H:.1}\" \
-                 fill=\"{fill}\" stroke=\"{GREY}\"/>"
-            );
+            rect(&mut svg, (x, y), (w, ROW_H), fill, GREY);
         }
         let mid = y + ROW_H / 2.0;
-        label(
+        text(
             &mut svg,
-            COLS[0].0 + 15.0,
-            mid + 4.5,
+            (COLS[0].0 + 15.0, mid + 4.5),
             "middle",
             12,
             "black",
             &id.0.to_string(),
         );
-        label(
+        text(
             &mut svg,
-            COLS[1].0 + 8.0,
-            mid - 3.0,
+            (COLS[1].0 + 8.0, mid - 3.0),
             "start",
             13,
             "black",
             name,
         );
-        label(
+        text(
             &mut svg,
-            COLS[1].0 + 8.0,
-            mid + 14.0,
+            (COLS[1].0 + 8.0, mid + 14.0),
             "start",
             12,
             "#666666",
@@ -758,15 +688,14 @@ fn tape_figure(lang: Lang) -> Figure {
         );
         let cells = [
             (COLS[2], rows_text(&value.shape, &value.data), "black"),
-            (COLS[3], rows_text(&value.shape, &grad), "#d62728"),
+            (COLS[3], rows_text(&value.shape, &grad), RED),
         ];
         for ((x, w), lines, colour) in cells {
             let first = mid + 4.5 - 8.0 * (lines.len() as f64 - 1.0);
             for (j, line) in lines.iter().enumerate() {
-                label(
+                text(
                     &mut svg,
-                    x + w / 2.0,
-                    first + 16.0 * j as f64,
+                    (x + w / 2.0, first + 16.0 * j as f64),
                     "middle",
                     12,
                     colour,
@@ -799,38 +728,33 @@ fn tape_figure(lang: Lang) -> Figure {
              fill=\"none\" stroke=\"{BLUE}\" stroke-width=\"1.3\"/>",
             TABLE_LEFT - 6.0
         );
-        arrowhead(&mut svg, (TABLE_LEFT, y1), (1.0, 0.0), BLUE);
+        arrowhead(&mut svg, (TABLE_LEFT, y1), (1.0, 0.0), BLUE, HEAD);
     }
     // Forward runs down the tape, backward up it.
     let (top, bottom) = (row_y(0) + 4.0, row_y(n - 1) + ROW_H - 4.0);
-    arrow(&mut svg, (18.0, top), (18.0, bottom), BLUE);
-    arrow(&mut svg, (706.0, bottom), (706.0, top), "#d62728");
+    arrow(&mut svg, (18.0, top), (18.0, bottom), BLUE, 1.5, HEAD);
+    arrow(&mut svg, (706.0, bottom), (706.0, top), RED, 1.5, HEAD);
     let middle = (top + bottom) / 2.0;
     let forward = lang.pick("forward: records each node", "前向：逐个记录节点");
-    vertical_label(&mut svg, (32.0, middle), BLUE, forward);
+    vertical_text(&mut svg, (32.0, middle), 12, BLUE, forward);
     let backward = lang.pick(
         "backward: gradients, last node first",
         "反向：从最后一个节点算梯度",
     );
-    vertical_label(&mut svg, (690.0, middle), "#d62728", backward);
+    vertical_text(&mut svg, (690.0, middle), 12, RED, backward);
     let note = lang.pick(
         "x feeds two nodes, so its gradient is the sum of the two that come back",
         "x 用在两个节点里，所以它的梯度是两路传回的梯度之和",
     );
-    label(
+    text(
         &mut svg,
-        width / 2.0,
-        height - 14.0,
+        (width / 2.0, height - 14.0),
         "middle",
         12,
-        "#333333",
+        DIM,
         note,
     );
-    svg.push_str("</svg>\n");
-    Figure {
-        file: format!("{}s5_tape.svg", lang.dir()),
-        svg,
-    }
+    finish(lang, "s5_tape.svg", svg)
 }
 
 #[cfg(test)]

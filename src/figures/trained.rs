@@ -5,9 +5,10 @@
 
 use std::fmt::Write;
 
-use super::{Figure, smoothed};
+use super::draw::{BLUE, GREY, RED, bar, bold, finish};
+use super::{Figure, estimate_curves, step_chart, train_loss, visible};
 use crate::lang::Lang;
-use crate::plot::{self, Series, escape, open_svg};
+use crate::plot::{Series, escape, open_svg};
 use crate::s5_gpt::GptError;
 use crate::s5_gpt::baseline::Bigram;
 use crate::s5_gpt::data::Split;
@@ -79,6 +80,10 @@ pub fn next_char_distributions(trainer: &mut Trainer) -> Result<Vec<Vec<(char, f
         .collect()
 }
 
+/// The training loss's colour in [`heldout_curves`]: the palette's blue, paled, so that the
+/// estimates drawn over it stand out.
+const PALE_BLUE: &str = "#c6dbef";
+
 /// The whole run's curves: the training loss (200-step means), the estimates on fixed train and
 /// held-out batches every [`EVAL_EVERY`] steps, the test loss after training and the bigram
 /// model's held-out loss, the line a model must get under to know more than pairs of letters.
@@ -89,7 +94,6 @@ pub fn heldout_curves(
     bigram: f64,
     test_loss: f64,
 ) -> Figure {
-    let at = |f: fn(&Estimate) -> f64| estimates.iter().map(|e| (e.step as f64, f(e))).collect();
     let level = |y: f64| vec![(0.0, y), (losses.len() as f64, y)];
     let bigram_name = match lang {
         Lang::En => format!("bigram model, held out: {bigram:.3}"),
@@ -99,22 +103,11 @@ pub fn heldout_curves(
         Lang::En => format!("test loss after training: {test_loss:.3}"),
         Lang::ZhCn => format!("训练后的测试损失：{test_loss:.3}"),
     };
+    let [on_train, held_out] = estimate_curves(lang, estimates);
     let series = [
-        Series {
-            name: lang.pick("train loss (200-step mean)", "训练损失（每 200 步的均值）"),
-            colour: "#c6dbef",
-            points: smoothed(losses, 200),
-        },
-        Series {
-            name: lang.pick("estimate on train batches", "训练批次上的估计"),
-            colour: "#ff7f0e",
-            points: at(|e| e.train),
-        },
-        Series {
-            name: lang.pick("estimate on held-out batches", "留出批次上的估计"),
-            colour: "#9467bd",
-            points: at(|e| e.test),
-        },
+        train_loss(lang, losses, PALE_BLUE),
+        on_train,
+        held_out,
         Series {
             name: &bigram_name,
             colour: "#7f7f7f",
@@ -122,24 +115,20 @@ pub fn heldout_curves(
         },
         Series {
             name: &test_name,
-            colour: "#d62728",
+            colour: RED,
             points: level(test_loss),
         },
     ];
-    let svg = plot::line_chart(
+    step_chart(
         lang,
+        "s5_gpt_heldout.svg",
         lang.pick(
             "Stage 5: what the model learns, measured on text it never trains on",
             "第 5 阶段：模型学到了什么——在从不训练的文本上测量",
         ),
-        lang.pick("step", "步数"),
         lang.pick("cross-entropy loss", "交叉熵损失"),
         &series,
-    );
-    Figure {
-        file: format!("{}s5_gpt_heldout.svg", lang.dir()),
-        svg,
-    }
+    )
 }
 
 /// Bars shown per panel of the distribution picture: the likeliest characters.
@@ -166,12 +155,11 @@ pub fn next_char_picture(lang: Lang, distributions: &[Vec<(char, f64)>]) -> Figu
             (Lang::ZhCn, None) => format!("温度 {}", sampling.temperature),
             (Lang::ZhCn, Some(k)) => format!("温度 {}，top-k {k}", sampling.temperature),
         };
-        let _ = writeln!(
-            svg,
-            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" font-weight=\"bold\">{}</text>",
-            x0 + panel_w / 2.0,
-            top - 30.0,
-            escape(&heading)
+        bold(
+            &mut svg,
+            (x0 + panel_w / 2.0, top - 30.0),
+            "middle",
+            &heading,
         );
         draw_bars(&mut svg, x0, top, panel_w, bar_h, next);
         let rest = next.len().saturating_sub(BARS);
@@ -181,17 +169,13 @@ pub fn next_char_picture(lang: Lang, distributions: &[Vec<(char, f64)>]) -> Figu
         };
         let _ = writeln!(
             svg,
-            "<text x=\"{:.1}\" y=\"{:.1}\" fill=\"#555\">{}</text>",
+            "<text x=\"{:.1}\" y=\"{:.1}\" fill=\"{GREY}\">{}</text>",
             x0,
             top + bar_h * BARS as f64 + 18.0,
             escape(&more)
         );
     }
-    svg.push_str("</svg>\n");
-    Figure {
-        file: format!("{}s5_gpt_next.svg", lang.dir()),
-        svg,
-    }
+    finish(lang, "s5_gpt_next.svg", svg)
 }
 
 /// The first [`BARS`] of `next` as bars from `x0`: the quoted character, a bar as long as its
@@ -199,35 +183,18 @@ pub fn next_char_picture(lang: Lang, distributions: &[Vec<(char, f64)>]) -> Figu
 fn draw_bars(svg: &mut String, x0: f64, top: f64, panel_w: f64, bar_h: f64, next: &[(char, f64)]) {
     let (label_w, number_w) = (34.0, 44.0);
     let full = panel_w - label_w - number_w;
-    let _ = writeln!(
-        svg,
-        "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{full:.1}\" height=\"{:.1}\" fill=\"#f4f4f4\"/>",
-        x0 + label_w,
-        top - 8.0,
-        bar_h * BARS as f64 + 4.0
-    );
+    let ground = (full, bar_h * BARS as f64 + 4.0);
+    bar(svg, (x0 + label_w, top - 8.0), ground, "#f4f4f4");
     for (i, &(c, p)) in next.iter().take(BARS).enumerate() {
         let y = top + bar_h * i as f64;
-        let shown = match c {
-            ' ' => "␣".to_string(),
-            '\n' => "⏎".to_string(),
-            c => c.to_string(),
-        };
         let _ = writeln!(
             svg,
             "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" font-family=\"monospace\">{}</text>",
             x0 + label_w / 2.0,
             y + 8.0,
-            escape(&shown)
+            escape(&visible(c))
         );
-        let _ = writeln!(
-            svg,
-            "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"#1f77b4\"/>",
-            x0 + label_w,
-            y - 4.0,
-            full * p,
-            bar_h - 6.0
-        );
+        bar(svg, (x0 + label_w, y - 4.0), (full * p, bar_h - 6.0), BLUE);
         let _ = writeln!(
             svg,
             "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"12\">{p:.3}</text>",
