@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The book with its panels, in one command: `bash book/build.sh` (from anywhere).
 #
-# 1. the page's WebAssembly (book/play/) and its JavaScript glue, into book/src/play/pkg/;
+# 1. the page's WebAssembly (book/play/) and its JavaScript glue, into book/src/play/pkg/, and a
+#    second build with relaxed SIMD (the fused lanes of `fast::wasm_fma`) into book/src/play/pkg/relaxed/,
+#    which the page loads where the browser validates relaxed SIMD;
 # 2. the trained model the stage-5 panel samples from, made by the crate itself (the chapter's run,
 #    `s5_gpt train --save`), into book/src/play/data/checkpoint/;
 # 3. the corpus the stage-5 panel trains on, copied to book/src/play/data/;
@@ -18,17 +20,23 @@ play=book/src/play
 wasm_bindgen_version=0.2.130
 step() { printf '\n==> %s\n' "$*"; }
 
-# The wasm build goes to its own target folder, so that it never rebuilds the native one.
+# Each wasm build goes to its own target folder, so that it never rebuilds the native one or the other.
 wasm_target_dir=target/wasm
-wasm_file=$wasm_target_dir/wasm32-unknown-unknown/release/attention_play.wasm
+relaxed_target_dir=target/wasm-relaxed
+wasm_out=wasm32-unknown-unknown/release/attention_play.wasm
 
-# Builds book/play for wasm32 with rustup's target if it is installed, else with a Rust whose
-# standard library source is installed (Debian's rustc-web and rust-web-src) and -Zbuild-std.
-# Returns 2, saying why, if neither is there; a failed build stops the script.
+# Builds book/play for wasm32 into the target folder $1, with the target features $2 added to
+# .cargo/config.toml's (which has +simd128): with rustup's target if it is installed, else with a
+# Rust whose standard library source is installed (Debian's rustc-web and rust-web-src) and
+# -Zbuild-std. Returns 2, saying why, if neither is there; a failed build stops the script.
 build_wasm() {
+    local target_dir=$1 features=${2:-}
+    local extra=()
+    # --config adds to the config file's rustflags (arrays are joined), keeping its --cfg.
+    [ -n "$features" ] && extra=(--config "target.wasm32-unknown-unknown.rustflags=['-C','target-feature=$features']")
     if rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; then
         cargo build --release --target wasm32-unknown-unknown -p attention-play \
-            --target-dir "$wasm_target_dir" || exit 1
+            --target-dir "$target_dir" "${extra[@]}" || exit 1
         return
     fi
     local rustc=/usr/bin/rustc cargo=/usr/bin/cargo
@@ -55,11 +63,11 @@ build_wasm() {
     fi
     RUSTC="$rustc" RUSTC_BOOTSTRAP=1 CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_LINKER="$linker" \
         "$cargo" build --release --target wasm32-unknown-unknown -Zbuild-std=std,panic_abort \
-        -p attention-play --target-dir "$wasm_target_dir" || exit 1
+        -p attention-play --target-dir "$target_dir" "${extra[@]}" || exit 1
 }
 
-# The JavaScript glue, from the wasm-bindgen program of the same version as the crate's. Returns 2,
-# saying why, if there is no such program.
+# The JavaScript glue of the wasm file $1 into the folder $2, from the wasm-bindgen program of the
+# same version as the crate's. Returns 2, saying why, if there is no such program.
 bind_wasm() {
     local found
     found=$(wasm-bindgen --version 2>/dev/null | awk '{print $2}') || found=
@@ -67,15 +75,19 @@ bind_wasm() {
         echo "no wasm-bindgen $wasm_bindgen_version${found:+ (found $found)}: run \`cargo install wasm-bindgen-cli --version $wasm_bindgen_version\` (the panels need it)" >&2
         return 2
     fi
-    rm -rf "$play/pkg"
-    wasm-bindgen --target web --out-dir "$play/pkg" "$wasm_file" || exit 1
+    wasm-bindgen --target web --out-dir "$2" "$1" || exit 1
 }
 
-step "the page's WebAssembly"
-if build_wasm && bind_wasm; then
-    echo "$play/pkg/attention_play_bg.wasm: $(wc -c <"$play/pkg/attention_play_bg.wasm") bytes"
+step "the page's WebAssembly: float64 lanes (every browser), then fused lanes (relaxed SIMD)"
+rm -rf "$play/pkg" # never an old build beside new pages
+if build_wasm "$wasm_target_dir" && bind_wasm "$wasm_target_dir/$wasm_out" "$play/pkg" &&
+    build_wasm "$relaxed_target_dir" +relaxed-simd &&
+    bind_wasm "$relaxed_target_dir/$wasm_out" "$play/pkg/relaxed"; then
+    for wasm in "$play/pkg/attention_play_bg.wasm" "$play/pkg/relaxed/attention_play_bg.wasm"; do
+        echo "$wasm: $(wc -c <"$wasm") bytes"
+    done
 else
-    rm -rf "$play/pkg" # never an old build beside new pages
+    rm -rf "$play/pkg"
     echo "warning: the book is built without its panels' WebAssembly" >&2
 fi
 

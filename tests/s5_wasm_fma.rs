@@ -2,8 +2,8 @@
 //! the same bits on tens of millions of triples drawn to round twice, in every range.
 
 use attention_from_scratch::s5_gpt::fast::wasm_fma::{
-    self, PANEL, accumulate, fma, fma_lanes, fma_on_grid, fma_rounded_to_odd, needs_care, on_grid,
-    test_triple,
+    self, Kernel, PANEL, accumulate, accumulate_fused, fma, fma_lanes, fma_lanes_fused,
+    fma_on_grid, fma_rounded_to_odd, needs_care, on_grid, test_triple,
 };
 
 /// The CPU's fused multiply-add, one rounding, in hardware.
@@ -36,8 +36,9 @@ fn rounded_twice(a: f32, b: f32, c: f32) -> f32 {
     (f64::from(a) * f64::from(b) + f64::from(c)) as f32
 }
 
-/// 24 million stress triples on two threads: `fma`, its slow path alone, the kernel's lanes and
-/// `libm::fmaf` all give the hardware's bits; and the triples do make plain float64 rounding fail
+/// 24 million stress triples on two threads: `fma`, its slow path alone, the kernel's lanes, the
+/// fused lanes (here with `mul_add` per lane, as a fused `relaxed_madd` computes) and `libm::fmaf`
+/// all give the hardware's bits; and the triples do make plain float64 rounding fail
 /// often, in the normal range, the subnormal range and at overflow, so the check can fail.
 #[test]
 fn fma_is_the_hardware_fused_multiply_add_on_stress_triples() {
@@ -48,12 +49,13 @@ fn fma_is_the_hardware_fused_multiply_add_on_stress_triples() {
         let mut state = seed;
         let (mut flagged, mut twice_wrong, mut on_grid_tiny) = (0usize, [0usize; 3], 0usize);
         let (mut a, mut b, mut c) = (vec![0.0; CHUNK], vec![0.0; CHUNK], vec![0.0; CHUNK]);
-        let mut lanes = vec![0.0; CHUNK];
+        let (mut lanes, mut fused) = (vec![0.0; CHUNK], vec![0.0; CHUNK]);
         for _ in 0..PER_THREAD / CHUNK {
             for i in 0..CHUNK {
                 (a[i], b[i], c[i]) = test_triple(&mut state);
             }
             fma_lanes(&mut lanes, &a, &b, &c);
+            fma_lanes_fused(&mut fused, &a, &b, &c);
             for i in 0..CHUNK {
                 let (a, b, c) = (a[i], b[i], c[i]);
                 let want = hw(a, b, c);
@@ -61,6 +63,7 @@ fn fma_is_the_hardware_fused_multiply_add_on_stress_triples() {
                 assert!(same(fma(a, b, c), want), "fma: {triple}");
                 assert!(same(fma_rounded_to_odd(a, b, c), want), "odd: {triple}");
                 assert!(same(lanes[i], want), "lanes: {triple}");
+                assert!(same(fused[i], want), "fused lanes: {triple}");
                 assert!(same(libm::fmaf(a, b, c), want), "libm: {triple}");
                 if on_grid(a) && on_grid(b) {
                     assert!(same(fma_on_grid(a, b, c), want), "on grid: {triple}");
@@ -116,9 +119,18 @@ fn a_subnormal_halfway_sum_rounds_once() {
     assert_ne!(s.to_bits() & wasm_fma::EXTRA_BITS, wasm_fma::HALFWAY);
 }
 
-/// The kernel's inner loop gives each accumulator the lesson's chain of `mul_add`s.
+/// The kernel's inner loop gives each accumulator the lesson's chain of `mul_add`s, with the
+/// float64 lanes and with the fused ones.
 #[test]
 fn accumulate_is_a_chain_of_mul_adds() {
+    chain_of_mul_adds(|acc, a, b| accumulate(acc, a, b));
+    chain_of_mul_adds(|acc, a, b| accumulate_fused(acc, a, b));
+}
+
+/// A tile kernel of three rows: the accumulators, A's element (r, p), and the panel of B.
+type TileKernel = fn(&mut [[f32; PANEL]; 3], &dyn Fn(usize, usize) -> f32, &[f32]);
+
+fn chain_of_mul_adds(kernel: TileKernel) {
     let hw = hardware();
     let mut state = 7;
     for (k, grid) in [
@@ -141,7 +153,7 @@ fn accumulate_is_a_chain_of_mul_adds() {
         let start: [[f32; PANEL]; 3] =
             std::array::from_fn(|_| std::array::from_fn(|_| test_triple(&mut state).2));
         let mut acc = start;
-        accumulate(&mut acc, |r, p| a[r * k + p], &b);
+        kernel(&mut acc, &|r, p| a[r * k + p], &b);
         for r in 0..3 {
             for q in 0..PANEL {
                 let want = (0..k).fold(start[r][q], |s, p| hw(a[r * k + p], b[p * PANEL + q], s));
@@ -151,10 +163,26 @@ fn accumulate_is_a_chain_of_mul_adds() {
     }
 }
 
-/// The browser's self-check finds nothing here either.
+/// The browser's self-check finds nothing here either, for either kernel's lanes and tiles.
 #[test]
 fn self_check_finds_no_mismatch() {
     assert_eq!(wasm_fma::self_check(1 << 20, 3), 0);
+    assert_eq!(wasm_fma::self_check_of(Kernel::FusedLanes, 1 << 20, 3), 0);
+    assert_eq!(wasm_fma::tile_mismatches(Kernel::ExactFloat64, 5), 0);
+}
+
+/// The start-up check's first triple tells one rounding from two: (1 + 2⁻¹²)² − (1 + 2⁻¹¹) is
+/// 2⁻²⁴ fused and 0 rounded twice. Lanes that round once pass the check; natively nothing
+/// chooses them, since only the page's relaxed-SIMD build has them.
+#[test]
+fn the_start_up_check_tells_one_rounding_from_two() {
+    let x = 1.0 + 2f32.powi(-12);
+    let c = -(1.0 + 2f32.powi(-11));
+    assert_eq!(hardware()(x, x, c), 2f32.powi(-24));
+    assert_eq!(x * x + c, 0.0);
+    assert!(wasm_fma::fused_lanes_round_once());
+    assert_eq!(wasm_fma::choose_kernel(true), Kernel::ExactFloat64);
+    assert_eq!(wasm_fma::kernel(), Kernel::ExactFloat64);
 }
 
 /// Every a = 1 + j·2⁻²³ with b = 1 − j·2⁻²³ (a·b = 1 − j²·2⁻⁴⁶), against c at halfway points

@@ -9,6 +9,8 @@
 // URL parameters drive the panels, so that a link can be shared and a test can drive the page:
 //   sN_….html?seed=7&run          runs the stage on load (also &query=I, &dropout=P, &heads=N: the knob)
 //   s5_gpt.html?train=300&seed=N&qkv&heads=N&residual&layer-norm&dropout=P&mask-value=V
+//                                 &test adds the test loss at the end (the whole chapter's run always does)
+//   &kernel=f64                   on any page: the exact float64 product kernel, even where fused lanes work
 //   s5_gpt.html?generate&prompt=…&temperature=T&top-k=K&sample-seed=S&sample-len=N
 //   s5_gpt.html?probs=…&temperature=T&top-k=K    the next character's distribution (`generate --probs`)
 // A panel sets data-state on its element: "idle", "running", "paused", "done", "error" or "unavailable";
@@ -31,6 +33,15 @@
     const SAMPLE_LENGTH = 120;
     const PROBS_BARS = 20; // the likeliest characters drawn as bars; the rest are counted
     const PROBS_DELAY = 150; // ms without an edit before the distribution is asked again
+    // The page's parameters that choose how the worker computes (never what): passed on in its URL.
+    const WORKER_QUERY = (() => {
+        const options = new URLSearchParams();
+        if (PARAMS.get("kernel") === "f64") {
+            options.set("kernel", "f64");
+        }
+        const text = options.toString();
+        return text ? "?" + text : "";
+    })();
 
     /** The label `key`, with each {name} replaced by vars[name]. */
     function t(key, vars) {
@@ -88,7 +99,7 @@
 
         start() {
             try {
-                this.worker = new Worker(ROOT + "play/worker.js", { type: "module" });
+                this.worker = new Worker(ROOT + "play/worker.js" + WORKER_QUERY, { type: "module" });
             } catch (e) {
                 throw new PlayError(String(e && e.message ? e.message : e), "unavailable");
             }
@@ -430,10 +441,12 @@
         }
 
         async open() {
-            const { header, steps, total } = await this.engine.call("trainer_new", this.flags);
+            const { header, steps, total, kernel, threads } = await this.engine.call("trainer_new", this.flags);
             this.header = header.endsWith("\n") ? header : header + "\n";
             this.steps = steps;
             this.total = total;
+            this.kernel = kernel; // the product kernel the worker chose: "fused" or "f64"
+            this.threads = threads;
             this.lossesPre.textContent = this.header;
         }
 
@@ -478,6 +491,11 @@
                     this.losses.push(loss);
                 }
             }
+        }
+
+        /** The mean loss over the test batches, as the chapter's run prints it after `loss: `. */
+        testLoss() {
+            return this.engine.call("trainer_test_loss");
         }
 
         async sample() {
@@ -582,8 +600,12 @@
             }
             this.mask.value = initialMask !== null ? initialMask : "-1e9";
             this.startButton = el("button", { type: "button", class: "play-start" }, t("start"));
+            this.wholeButton = el("button", { type: "button", class: "play-whole" }, t("whole_chapter"));
             this.resetButton = el("button", { type: "button", class: "play-reset" }, t("reset"));
             this.status = el("p", { class: "play-status" }, t("status_idle"));
+            this.engineLine = el("p", { class: "play-engine" });
+            this.testLine = el("p", { class: "play-test-loss" });
+            this.wantTest = PARAMS.has("test"); // the test loss after the run, as the chapter's run prints it
             this.command = el("code", { class: "play-command" });
             this.chart = el("div", { class: "play-chart" }, lossChart([]));
             this.boxes = el("div", { class: "play-run-boxes" });
@@ -594,14 +616,16 @@
             const switches = el("div", { class: "play-controls play-switches" },
                 field(t("qkv"), this.qkv, "play-check"), field(t("residual"), this.residual, "play-check"),
                 field(t("layer_norm"), this.layerNorm, "play-check"));
-            const buttons = el("div", { class: "play-controls" }, this.startButton, this.resetButton);
+            const buttons = el("div", { class: "play-controls" }, this.startButton, this.wholeButton,
+                this.resetButton);
             node.append(controls, switches, buttons,
-                el("p", { class: "play-command-line" }, this.command), this.message, this.status, this.chart,
-                this.boxes);
+                el("p", { class: "play-command-line" }, this.command), this.message, this.status, this.engineLine,
+                this.testLine, this.chart, this.boxes);
             for (const input of this.settings()) {
                 input.addEventListener("change", () => this.settingsChanged());
             }
             this.startButton.addEventListener("click", () => (this.going ? this.pause() : this.start()));
+            this.wholeButton.addEventListener("click", () => this.wholeChapter());
             this.resetButton.addEventListener("click", () => this.reset());
             this.settingsChanged();
             if (PARAMS.has("train")) {
@@ -609,10 +633,31 @@
             }
         }
 
-        /** The fields that make a run; they are locked while it trains. */
+        /** The fields that make a run, and the whole-chapter button; they are locked while it trains. */
         settings() {
             return [this.seed, this.steps, this.qkv, this.heads, this.residual, this.layerNorm, this.dropout,
-                this.mask];
+                this.mask, this.wholeButton];
+        }
+
+        /**
+         * The chapter's run: its flags (seed 42, the tutorial's model), every step of its schedule (the
+         * trainer's total, two epochs), then the test loss, which the chapter prints after `loss:`.
+         */
+        async wholeChapter() {
+            this.seed.value = "42";
+            [this.qkv, this.residual, this.layerNorm].forEach((box) => (box.checked = false));
+            [this.heads, this.dropout].forEach((input) => (input.value = ""));
+            this.mask.value = "-1e9";
+            try {
+                await this.open();
+            } catch (error) {
+                this.failed(error, "no_corpus");
+                return;
+            }
+            this.steps.value = String(this.runs[0].total);
+            this.settingsChanged();
+            this.wantTest = true;
+            await this.start();
         }
 
         /** The command-line flags of one run, with the command line's own names. */
@@ -674,6 +719,7 @@
                 return;
             }
             this.say("");
+            this.testLine.textContent = "";
             this.going = true;
             this.settings().forEach((input) => (input.disabled = true));
             this.startButton.textContent = t("pause");
@@ -688,6 +734,9 @@
                 await Promise.all(this.runs.map((run) => run.train(target, () => this.going, () => this.update(target))));
                 this.update(target);
                 const finished = this.runs.every((r) => r.steps >= Math.min(target, r.total));
+                if (finished && this.wantTest) {
+                    await this.showTestLoss();
+                }
                 this.state(finished ? "done" : "paused");
             } catch (error) {
                 this.failed(error, "no_corpus");
@@ -715,8 +764,27 @@
             await Promise.all(this.runs.map((run) => run.open()));
         }
 
+        /** The first run's test loss, under the status line. */
+        async showTestLoss() {
+            const run = this.runs[0];
+            this.testLine.textContent = t("status_testing", { step: run.steps });
+            const loss = await run.testLoss();
+            this.testLine.replaceChildren(...rich(t("test_loss", { step: run.steps, loss: loss })));
+            this.node.dataset.testLoss = loss;
+        }
+
+        /** Which product kernel and how many threads the first run trains with. */
+        showEngine(run) {
+            const kernel = t(run.kernel === "fused" ? "kernel_fused" : "kernel_f64");
+            const threads = run.threads === 1 ? t("threads_one") : t("threads_many", { n: run.threads });
+            this.engineLine.textContent = t("engine", { kernel: kernel, threads: threads });
+            this.node.dataset.kernel = run.kernel;
+            this.node.dataset.threads = String(run.threads);
+        }
+
         update(target) {
             const first = this.runs[0];
+            this.showEngine(first);
             const key = this.going ? "status_training" : first.steps >= target ? "status_done" : "status_paused";
             const rate = first.rate();
             this.status.replaceChildren(...this.runs.map((run) => el("span", { class: "play-status-line" },
@@ -742,6 +810,10 @@
             this.boxes.replaceChildren();
             this.chart.replaceChildren(lossChart([]));
             this.status.textContent = t("status_idle");
+            this.engineLine.textContent = "";
+            this.testLine.textContent = "";
+            this.wantTest = PARAMS.has("test");
+            delete this.node.dataset.testLoss;
             this.startButton.textContent = t("start");
             this.say("");
             this.state("idle");

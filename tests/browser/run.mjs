@@ -2,7 +2,8 @@
 //
 // Usage (from the crate root, after `bash book/build.sh`):
 //   node tests/browser/run.mjs            the checks (.ci/run runs this)
-//   node tests/browser/run.mjs --speed 5  only the training speed: 5 runs of 1,000 steps, their median
+//   node tests/browser/run.mjs --speed 5  only the training speed: 5 runs of 1,000 steps per product
+//                                         kernel (fused lanes, then &kernel=f64), their medians
 //   node tests/browser/run.mjs --only stages train   some groups of checks (see main)
 //
 // It serves book/book/ from a loopback port, opens the pages in headless Chromium (Debian's, at
@@ -15,7 +16,11 @@
 //   `cargo run --example sN -- --seed K` prints, for the book's seeds and for 7, 2024 and -3;
 // - stage 5: `s5_gpt.html?train=100` writes into <pre class="play-losses"> the file that
 //   `s5_gpt --max-steps 100 --loss-csv F` writes, for the tutorial's model and for sequel models
-//   (English edition; one run in the Chinese one); 300 steps once, past the panel's first sample,
+//   (English edition; one run in the Chinese one), the tutorial's model and one sequel model on each
+//   product kernel the page can be made to take (its own choice, fused lanes where the browser has
+//   relaxed SIMD, and `&kernel=f64`), each reporting the kernel it took; `&test` adds the test loss,
+//   which is the `loss:` line of `s5_gpt --max-steps 100`; "Train the whole chapter" starts the
+//   chapter's run (its flags, all of its steps); 300 steps once, past the panel's first sample,
 //   which is the chapter's sample after 200 steps; Start, Pause and Go on by hand change nothing, and
 //   the mask values -1e9 and 0 side by side are the two native runs;
 // - generation from the book's checkpoint equals `s5_gpt generate --checkpoint` with the same flags;
@@ -27,9 +32,10 @@
 // - bad input (a seed out of range, heads that do not divide the width, a prompt character outside
 //   the vocabulary) shows the command line's one-line message in the panel;
 // - the labels are complete in both languages, and each edition shows its own;
-// - fma_self_check() finds no mismatch; built without the WebAssembly, or opened from file://, a
+// - fma_self_check() finds no mismatch, on each product kernel; built without the WebAssembly, or opened from file://, a
 //   panel says in one line what to do;
-// - the training speed at the tutorial's size is printed (not asserted: the machine is shared).
+// - the training speed at the tutorial's size is printed, with the kernel (not asserted: the machine is
+//   shared).
 import { spawnSync } from "node:child_process";
 import { createReadStream, existsSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { createServer } from "node:http";
@@ -105,6 +111,13 @@ function nativeLosses(steps, flags) {
     } finally {
         rmSync(dir, { recursive: true, force: true });
     }
+}
+
+/** What `s5_gpt --max-steps N` prints after `loss: `: the test loss after N steps. */
+function nativeTestLoss(steps, flags) {
+    const out = cargo(["--example", "s5_gpt", "--", "--max-steps", String(steps), "--data", CORPUS, "--no-download",
+        "--quiet", "--log-every", "0", "--sample-len", "1", ...flags]).stdout;
+    return out.match(/^loss: (.*)$/m)[1];
 }
 
 /** The first line of what a failing command prints on stderr, without its "error: ". */
@@ -219,48 +232,110 @@ async function stageChecks(b) {
     }
 }
 
-async function trainChecks(b) {
-    console.log("stage 5: the panel's losses are the native --loss-csv");
-    const runs = [
-        ["", 100, []],
-        ["", 100, ["--heads", "4", "--residual", "--layer-norm", "--dropout", "0.1"]],
-        ["", 100, ["--qkv", "--mask-value", "0"]],
-        ["zh-CN/", 100, []],
-        ["", 300, []],
-    ];
-    for (const [edition, steps, flags] of runs) {
-        const params = [`train=${steps}`];
-        for (let i = 0; i < flags.length; i++) {
-            const name = flags[i].slice(2);
-            const value = flags[i + 1] !== undefined && !flags[i + 1].startsWith("--") ? flags[++i] : null;
-            params.push(value === null ? name : `${name}=${encodeURIComponent(value)}`);
-        }
-        const want = nativeLosses(steps, flags);
-        const start = Date.now();
-        const { page, state, message, errors } = await openPanel(b, `/${edition}s5_gpt.html?${params.join("&")}`,
-            ".play-panel[data-play=train]");
-        const seconds = (Date.now() - start) / 1000;
-        const got = await page.textContent("pre.play-losses");
-        const rate = await page.getAttribute(".play-panel[data-play=train]", "data-steps-per-second");
-        check(state === "done" && got === want && errors.length === 0,
-            `${edition || "en/"}s5_gpt?${params.join("&")}: ${steps} loss lines equal (${rate} steps/s in the ` +
-            `panel, ${seconds.toFixed(1)} s for the page)`,
-            state !== "done" ? `state ${state}: ${message} ${errors.join(" ")}` :
-                got !== want ? firstDifference(got, want) : errors.join("\n"));
-        if (steps >= 200) {
-            // The sample after step 200 is the one `s5_gpt --max-steps 200` prints after its test loss.
-            const samples = await page.$$eval(".play-sample-text", (pres) => pres.map((p) => p.textContent));
-            const shown = samples[samples.length - 1] || "";
-            const length = [...shown].length - "ROMEO:".length;
-            const chapter = cargo(["--example", "s5_gpt", "--", "--max-steps", "200", "--sample-len", String(length),
-                "--data", CORPUS, "--no-download", "--quiet", "--log-every", "0", ...flags]).stdout;
-            const want = chapter.slice(chapter.indexOf("\n\n", chapter.lastIndexOf("\nloss: ")) + 2).replace(/\n$/, "");
-            check(samples.length === Math.floor(steps / 200) && shown === want,
-                `${samples.length} sample(s) shown along the way; the one after step 200 is the chapter's ` +
-                `sample after --max-steps 200 (${length} characters)`, firstDifference(shown, want));
-        }
-        await page.close();
+/** The URL parameters of s5_gpt's flags (`--heads 4 --residual` is `heads=4&residual`). */
+function trainParams(flags) {
+    const params = [];
+    for (let i = 0; i < flags.length; i++) {
+        const name = flags[i].slice(2);
+        const value = flags[i + 1] !== undefined && !flags[i + 1].startsWith("--") ? flags[++i] : null;
+        params.push(value === null ? name : `${name}=${encodeURIComponent(value)}`);
     }
+    return params;
+}
+
+// The product kernels a page can be made to take: its own choice (fused lanes where relaxed SIMD
+// validates and rounds once), and the exact float64 lanes.
+const KERNELS = [["", "its own choice"], ["kernel=f64", "f64"]];
+
+async function trainChecks(b) {
+    console.log("stage 5: the panel's losses are the native --loss-csv, on each product kernel");
+    const sequel = ["--heads", "4", "--residual", "--layer-norm", "--dropout", "0.1"];
+    const runs = [
+        ["", 100, [], KERNELS],
+        ["", 100, sequel, KERNELS],
+        ["", 100, ["--qkv", "--mask-value", "0"], [KERNELS[0]]],
+        ["zh-CN/", 100, [], [KERNELS[0]]],
+        ["", 300, [], [KERNELS[0]]],
+    ];
+    const kernelsTaken = new Set();
+    for (const [edition, steps, flags, kernels] of runs) {
+        const want = nativeLosses(steps, flags);
+        for (const [kernelParam] of kernels) {
+            const params = [`train=${steps}`, ...trainParams(flags), ...(kernelParam ? [kernelParam] : [])];
+            const start = Date.now();
+            const { page, state, message, errors } = await openPanel(b,
+                `/${edition}s5_gpt.html?${params.join("&")}`, ".play-panel[data-play=train]");
+            const seconds = (Date.now() - start) / 1000;
+            const got = await page.textContent("pre.play-losses");
+            const panel = ".play-panel[data-play=train]";
+            const rate = await page.getAttribute(panel, "data-steps-per-second");
+            const kernel = await page.getAttribute(panel, "data-kernel");
+            const threads = await page.getAttribute(panel, "data-threads");
+            kernelsTaken.add(kernel);
+            const forced = kernelParam === "kernel=f64";
+            check(state === "done" && got === want && errors.length === 0 && (!forced || kernel === "f64"),
+                `${edition || "en/"}s5_gpt?${params.join("&")}: ${steps} loss lines equal (kernel ${kernel}, ` +
+                `${threads} thread(s), ${rate} steps/s in the panel, ${seconds.toFixed(1)} s for the page)`,
+                state !== "done" ? `state ${state}: ${message} ${errors.join(" ")}` :
+                    got !== want ? firstDifference(got, want) : `${errors.join("\n")} kernel ${kernel}`);
+            if (steps >= 200) {
+                await sampleCheck(page, steps, flags);
+            }
+            await page.close();
+        }
+    }
+    console.log(`  product kernels taken: ${[...kernelsTaken].join(" and ")}`);
+    await testLossCheck(b);
+    await wholeChapterCheck(b);
+}
+
+/** The sample after step 200 is the one `s5_gpt --max-steps 200` prints after its test loss. */
+async function sampleCheck(page, steps, flags) {
+    const samples = await page.$$eval(".play-sample-text", (pres) => pres.map((p) => p.textContent));
+    const shown = samples[samples.length - 1] || "";
+    const length = [...shown].length - "ROMEO:".length;
+    const chapter = cargo(["--example", "s5_gpt", "--", "--max-steps", "200", "--sample-len", String(length),
+        "--data", CORPUS, "--no-download", "--quiet", "--log-every", "0", ...flags]).stdout;
+    const want = chapter.slice(chapter.indexOf("\n\n", chapter.lastIndexOf("\nloss: ")) + 2).replace(/\n$/, "");
+    check(samples.length === Math.floor(steps / 200) && shown === want,
+        `${samples.length} sample(s) shown along the way; the one after step 200 is the chapter's ` +
+        `sample after --max-steps 200 (${length} characters)`, firstDifference(shown, want));
+}
+
+/** `?train=100&test` ends with the test loss that `s5_gpt --max-steps 100` prints. */
+async function testLossCheck(b) {
+    const panel = ".play-panel[data-play=train]";
+    const want = nativeTestLoss(100, []);
+    const { page, state, message } = await openPanel(b, "/s5_gpt.html?train=100&test", panel);
+    const got = await page.getAttribute(panel, "data-test-loss");
+    const line = ((await page.textContent(`${panel} .play-test-loss`)) || "").trim();
+    check(state === "done" && got === want && line.includes(want),
+        `s5_gpt?train=100&test: the test loss ${got}, as s5_gpt --max-steps 100 prints it: "${line}"`,
+        `state ${state}: ${message}; native ${want}`);
+    await page.close();
+}
+
+/** "Train the whole chapter" sets the chapter's flags and all of its steps, and starts. */
+async function wholeChapterCheck(b) {
+    const panel = ".play-panel[data-play=train]";
+    const page = await b.context.newPage();
+    await page.goto(b.origin + "/s5_gpt.html?seed=7&qkv&heads=2&train=5");
+    await page.waitForSelector(`${panel}[data-state=done]`, { timeout: TIMEOUT });
+    await page.click(`${panel} .play-whole`);
+    await page.waitForFunction((p) => document.querySelector(p).dataset.state === "running" &&
+        Number(document.querySelector(p).dataset.steps || 0) >= 10, panel, { timeout: TIMEOUT });
+    await page.click(`${panel} .play-start`); // Pause
+    await page.waitForSelector(`${panel}[data-state=paused]`, { timeout: TIMEOUT });
+    const steps = await page.inputValue(`${panel} .play-steps`);
+    const command = await page.textContent(`${panel} .play-command`);
+    const got = await page.textContent(`${panel} pre.play-losses`);
+    const trained = got.trim().split("\n").length - 1;
+    const want = nativeLosses(trained, []);
+    const line = ((await page.textContent(`${panel} .play-engine`)) || "").trim();
+    check(steps === "31368" && command.endsWith("--max-steps 31368 --loss-csv loss.csv --seed 42") && got === want,
+        `"Train the whole chapter": ${steps} steps, the chapter's flags; paused after ${trained}, the native ` +
+        `losses; "${line}"`, `steps ${steps}; command ${command}; ${firstDifference(got, want)}`);
+    await page.close();
 }
 
 /** Start, Pause and Go on by hand, and the two mask values side by side: the same losses still. */
@@ -490,13 +565,18 @@ async function labelChecks(b) {
 }
 
 async function fmaCheck(b) {
-    console.log("the page's fused product kernel against a correctly rounded fmaf");
-    const page = await b.context.newPage();
-    await page.goto(b.origin + "/s5_gpt.html");
-    await page.waitForFunction(() => window.attentionPlay);
-    const mismatches = await page.evaluate(() => window.attentionPlay.call("fma_self_check", 1000000, 1));
-    check(mismatches === 0, `fma_self_check(1000000, 1) = ${mismatches}`);
-    await page.close();
+    console.log("the page's product kernels against a correctly rounded fmaf");
+    for (const [kernelParam, what] of KERNELS) {
+        const page = await b.context.newPage();
+        await page.goto(b.origin + "/s5_gpt.html" + (kernelParam ? "?" + kernelParam : ""));
+        await page.waitForFunction(() => window.attentionPlay);
+        const mismatches = await page.evaluate(() => window.attentionPlay.call("fma_self_check", 1000000, 1));
+        const info = await page.evaluate(() => window.attentionPlay.call("engine_info"));
+        check(mismatches === 0 && (kernelParam === "" || info.kernel === "f64"),
+            `${what}: the ${info.build} build chose kernel ${info.kernel}; fma_self_check(1000000, 1) = ` +
+            `${mismatches}`);
+        await page.close();
+    }
 }
 
 async function fileChecks(b) {
@@ -520,31 +600,41 @@ async function fileChecks(b) {
     }
 }
 
-/** Trains `steps` steps of the tutorial's model `runs` times; prints each run's rate and the median. */
+/**
+ * Trains `steps` steps of the tutorial's model `runs` times on each product kernel; prints each run's
+ * rate inside Trainer.run (loading excluded) and from the click, and their medians.
+ */
 async function speed(b, runs, steps) {
-    console.log(`training speed at the tutorial's size: ${runs} runs of ${steps} steps in headless Chromium`);
-    const rates = [];
-    const walls = [];
-    for (let i = 0; i < runs; i++) {
-        const page = await b.context.newPage();
-        await page.goto(b.origin + "/s5_gpt.html");
-        await page.waitForSelector(".play-panel[data-play=train][data-state=idle]");
-        await page.fill(".play-panel[data-play=train] .play-steps", String(steps));
-        // Timed from the click to the last step: loading the wasm and the corpus counts, too.
-        const start = Date.now();
-        await page.click(".play-panel[data-play=train] .play-start");
-        await page.waitForSelector(".play-panel[data-play=train][data-state=done]", { timeout: TIMEOUT });
-        const wall = (Date.now() - start) / 1000;
-        const rate = Number(await page.getAttribute(".play-panel[data-play=train]", "data-steps-per-second"));
-        rates.push(rate);
-        walls.push(steps / wall);
-        console.log(`  run ${i + 1}: ${rate.toFixed(1)} steps/s inside Trainer.run, ${(steps / wall).toFixed(1)} ` +
-            `steps/s from the click to the last step (${wall.toFixed(1)} s)`);
-        await page.close();
-    }
+    console.log(`training speed at the tutorial's size: ${runs} runs of ${steps} steps per kernel in headless ` +
+        "Chromium");
+    const panel = ".play-panel[data-play=train]";
     const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-    console.log(`  median: ${median(rates).toFixed(1)} steps/s inside Trainer.run, ${median(walls).toFixed(1)} ` +
-        `steps/s from the click`);
+    for (const [kernelParam, what] of KERNELS) {
+        const rates = [];
+        const walls = [];
+        let kernel = null;
+        for (let i = 0; i < runs; i++) {
+            const page = await b.context.newPage();
+            await page.goto(b.origin + "/s5_gpt.html" + (kernelParam ? "?" + kernelParam : ""));
+            await page.waitForSelector(`${panel}[data-state=idle]`);
+            await page.fill(`${panel} .play-steps`, String(steps));
+            // Timed from the click to the last step: loading the wasm and the corpus counts, too.
+            const start = Date.now();
+            await page.click(`${panel} .play-start`);
+            await page.waitForSelector(`${panel}[data-state=done]`, { timeout: TIMEOUT });
+            const wall = (Date.now() - start) / 1000;
+            const rate = Number(await page.getAttribute(panel, "data-steps-per-second"));
+            kernel = await page.getAttribute(panel, "data-kernel");
+            rates.push(rate);
+            walls.push(steps / wall);
+            console.log(`  ${what}, run ${i + 1}: kernel ${kernel}, ${rate.toFixed(1)} steps/s inside ` +
+                `Trainer.run, ${(steps / wall).toFixed(1)} steps/s from the click to the last step ` +
+                `(${wall.toFixed(1)} s)`);
+            await page.close();
+        }
+        console.log(`  ${what} (kernel ${kernel}), median: ${median(rates).toFixed(1)} steps/s inside ` +
+            `Trainer.run, ${median(walls).toFixed(1)} steps/s from the click`);
+    }
 }
 
 async function main() {

@@ -14,6 +14,7 @@
 //! | [`Trainer`] | the lines of `s5_gpt --loss-csv F`, a few steps at a time |
 //! | [`Sampler`] | `s5_gpt generate --checkpoint DIR …` (also `--probs`), its stdout |
 //! | [`fma_self_check`] | the fast layer's fused multiply-add on WebAssembly, checked |
+//! | [`choose_kernel`], [`kernel`] | which product kernel trains: fused lanes or exact float64 |
 //!
 //! An error is thrown as a JavaScript `Error` whose message is the line the command line prints on
 //! stderr (`error: …`). Of a flag error the command line prints more lines after it (clap's usage
@@ -266,6 +267,12 @@ impl Trainer {
         Ok(lines)
     }
 
+    /// The mean loss over the test batches now, as the chapter's run prints it after `loss: `
+    /// (the lesson's [`test`](LessonTrainer::test), without dropout).
+    pub fn test_loss(&mut self) -> String {
+        self.trainer.test(|| ()).mean().to_string()
+    }
+
     /// Steps trained so far.
     pub fn steps(&self) -> usize {
         self.trainer.losses.len()
@@ -400,10 +407,25 @@ impl Sampler {
     }
 }
 
-/// Mismatches between the fast layer's fused multiply-add on WebAssembly and a correctly rounded
-/// `fmaf`, on `n` random triples (from `seed`) after the edge cases: 0 when the page computes the
-/// lesson's bits. See [`wasm_fma::self_check`].
+/// Mismatches between the fast layer's fused multiply-add on WebAssembly (the kernel in use, see
+/// [`kernel`]) and a correctly rounded `fmaf`, on `n` random triples (from `seed`) after the edge
+/// cases: 0 when the page computes the lesson's bits. See [`wasm_fma::self_check`].
 #[wasm_bindgen]
 pub fn fma_self_check(n: u32, seed: u32) -> u32 {
     wasm_fma::self_check(n, seed)
+}
+
+/// Chooses the product kernel once, at start-up: the fused lanes if `fused` is true, this build
+/// has them (relaxed SIMD) and the engine rounds them once, else the exact float64 lanes. Returns
+/// [`kernel`]'s name. Either gives the lesson's bits; the choice only changes the speed.
+#[wasm_bindgen]
+pub fn choose_kernel(fused: bool) -> String {
+    wasm_fma::choose_kernel(fused).name().to_string()
+}
+
+/// The product kernel in use: `"fused"` (`f32x4.relaxed_madd`, rounded once) or `"f64"` (the
+/// float64 lanes, exact on every engine).
+#[wasm_bindgen]
+pub fn kernel() -> String {
+    wasm_fma::kernel().name().to_string()
 }

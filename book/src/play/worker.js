@@ -5,8 +5,29 @@
 // A request is {id, op, args}; the answer is {id, ok: true, value, ms} or {id, ok: false, error, kind},
 // where error is the export's one-line message and kind tells a bad input ("input") from a missing file
 // ("missing"), a missing build ("unavailable") and a crash of the WebAssembly itself ("crash").
+//
+// Two builds sit in pkg/: pkg/relaxed/ has relaxed SIMD, whose f32x4.relaxed_madd gives the product
+// kernel's fused lanes; pkg/ runs everywhere, with the exact float64 lanes. The worker loads the relaxed
+// one where the browser validates relaxed SIMD, and the crate then checks at start-up that the
+// instruction rounds once before it uses it (choose_kernel). Both give the same bits. The worker's own
+// URL may say kernel=f64, which forces the float64 lanes (the page passes its own parameter on).
+
+const OPTIONS = new URL(self.location.href).searchParams;
+
+// The smallest module that uses f32x4.relaxed_madd: (func (result v128) three f32x4.splat of 0, then
+// relaxed_madd). A browser without relaxed SIMD refuses it.
+const RELAXED_PROBE = new Uint8Array([
+    0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, // "\0asm", version 1
+    0x01, 0x05, 0x01, 0x60, 0x00, 0x01, 0x7b, // types: () -> v128
+    0x03, 0x02, 0x01, 0x00, // one function of that type
+    0x0a, 0x1c, 0x01, 0x1a, 0x00, // code: one body of 26 bytes, no locals
+    0x43, 0, 0, 0, 0, 0xfd, 0x13, 0x43, 0, 0, 0, 0, 0xfd, 0x13, 0x43, 0, 0, 0, 0, 0xfd, 0x13,
+    0xfd, 0x85, 0x02, 0x0b, // f32x4.relaxed_madd (0xfd 0x105), end
+]);
 
 let play = null; // the wasm front's exports, once loaded
+let build = null; // "relaxed" or "float64": which of the two builds was loaded
+let kernel = null; // the product kernel chosen at start-up: "fused" or "f64"
 let trainer = null; // the one Trainer of this worker (a panel starts one worker per run)
 let sampler = null; // the one Sampler of this worker
 
@@ -17,17 +38,32 @@ async function load() {
     if (play) {
         return play;
     }
-    let module;
-    try {
-        module = await import("./pkg/attention_play.js");
-    } catch (e) {
-        const error = new Error(String(e && e.message ? e.message : e));
-        error.unavailable = true;
-        throw error;
+    const fusedWanted = OPTIONS.get("kernel") !== "f64";
+    let module = null;
+    if (fusedWanted && WebAssembly.validate(RELAXED_PROBE)) {
+        module = await importBuild("./pkg/relaxed/attention_play.js").catch(() => null);
+        build = module ? "relaxed" : null;
     }
-    await module.default();
+    if (!module) {
+        try {
+            module = await importBuild("./pkg/attention_play.js");
+        } catch (e) {
+            const error = new Error(String(e && e.message ? e.message : e));
+            error.unavailable = true;
+            throw error;
+        }
+        build = "float64";
+    }
+    kernel = module.choose_kernel(fusedWanted);
     play = module;
     return play;
+}
+
+/** One build's glue, with its WebAssembly instantiated. */
+async function importBuild(path) {
+    const module = await import(path);
+    await module.default();
+    return module;
 }
 
 /** A file that book/build.sh puts beside this script (the corpus, the checkpoint). */
@@ -44,6 +80,8 @@ const ops = {
     s1_query: (query) => play.s1_query(query),
     stage_weights: (stage, seed, knob) => play.stage_weights(stage, seed, knob),
     fma_self_check: (n, seed) => play.fma_self_check(n, seed),
+    // What trains here: the build loaded, the product kernel it chose and the threads it runs on.
+    engine_info: () => ({ build, kernel, threads: 1 }),
 
     async trainer_new(flags) {
         const corpus = await fetchFile("data/tinyshakespeare.txt", "text");
@@ -52,9 +90,11 @@ const ops = {
         }
         trainer = null;
         trainer = new play.Trainer(flags, corpus);
-        return { header: play.Trainer.header(), steps: trainer.steps(), total: trainer.total_steps() };
+        return { header: play.Trainer.header(), steps: trainer.steps(), total: trainer.total_steps(),
+            kernel, threads: 1 };
     },
     trainer_run: (n) => ({ lines: trainer.run(n), steps: trainer.steps() }),
+    trainer_test_loss: () => trainer.test_loss(),
     trainer_sample: (length) => trainer.sample(length),
 
     async sampler_new() {

@@ -45,6 +45,18 @@
 //! [`fma`] is the scalar version, on every target, so the tests compare it on this machine with the
 //! CPU's own fused multiply-add. [`accumulate`] is the product kernel's inner loop, built on it; with
 //! SIMD128 it runs two float64 lanes per instruction and checks the lanes of a whole row at once.
+//!
+//! **Fused lanes.** WebAssembly's relaxed SIMD has `f32x4.relaxed_madd`, which an engine may compute
+//! with one rounding (the CPU's fused multiply-add: exactly `f32::mul_add`, four lanes at a time) or
+//! with two. The page has a second build with relaxed SIMD for browsers that validate it; there
+//! [`choose_kernel`] tries the instruction once at start-up, on inputs where one rounding and two
+//! differ and on the self-check's triples ([`fused_lanes_round_once`]), and [`accumulate`] then runs
+//! [`accumulate_fused`] (the same terms in the same order over k, four columns per instruction) if
+//! it rounds once, or the float64 lanes if not. Elsewhere [`accumulate_fused`] computes each lane
+//! with `f32::mul_add`, what a fused `relaxed_madd` computes, so that tests here can check its lanes
+//! and order; the browser test checks the instruction itself.
+
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 /// The 29 low significand bits of a float64 that a float32 significand does not hold.
 pub const EXTRA_BITS: u64 = (1 << 29) - 1;
@@ -126,9 +138,23 @@ pub fn fma_rounded_to_odd(a: f32, b: f32, c: f32) -> f32 {
 
 /// The product kernel's inner loop for one tile: `acc[r][q] = fma(a(r, p), b[p][q], acc[r][q])`
 /// for every p in order, where `b_panel` holds k rows of [`PANEL`] values. Each accumulator gets
-/// the lesson's terms in the lesson's order, each added as `f32::mul_add` adds it.
+/// the lesson's terms in the lesson's order, each added as `f32::mul_add` adds it: by the fused
+/// lanes once [`choose_kernel`] has chosen them, else by the float64 lanes.
 #[inline(always)]
 pub fn accumulate<const R: usize>(
+    acc: &mut [[f32; PANEL]; R],
+    a: impl Fn(usize, usize) -> f32,
+    b_panel: &[f32],
+) {
+    if FUSED_LANES_BUILT && kernel() == Kernel::FusedLanes {
+        return accumulate_fused(acc, a, b_panel);
+    }
+    accumulate_float64(acc, a, b_panel);
+}
+
+/// [`accumulate`] with the float64 lanes, exact on every engine (the module's argument).
+#[inline(always)]
+fn accumulate_float64<const R: usize>(
     acc: &mut [[f32; PANEL]; R],
     a: impl Fn(usize, usize) -> f32,
     b_panel: &[f32],
@@ -152,11 +178,16 @@ pub fn accumulate<const R: usize>(
     }
 }
 
-/// Mismatches between the page's kernel and [`fma_rounded_to_odd`] (and `libm::fmaf`, where
-/// that one is correctly rounded: results of 2⁻¹²⁶ and more, or zero) on `n` random triples from
-/// [`test_triple`] after the edge cases [`EDGE_VALUES`] taken three at a time. The browser test
-/// expects 0.
+/// [`self_check_of`] the kernel that [`accumulate`] runs now ([`kernel`]).
 pub fn self_check(n: u32, seed: u32) -> u32 {
+    self_check_of(kernel(), n, seed)
+}
+
+/// Mismatches between `kernel`'s lanes and [`fma_rounded_to_odd`] (and `libm::fmaf`, where
+/// that one is correctly rounded: results of 2⁻¹²⁶ and more, or zero) on `n` random triples from
+/// [`test_triple`] after the edge cases [`EDGE_VALUES`] taken three at a time, plus the tiles of
+/// [`tile_mismatches`]. The browser test expects 0.
+pub fn self_check_of(kernel: Kernel, n: u32, seed: u32) -> u32 {
     let mut rng = u64::from(seed);
     let edges = EDGE_VALUES.len();
     let triples = (0..edges.pow(3))
@@ -172,7 +203,10 @@ pub fn self_check(n: u32, seed: u32) -> u32 {
         c.push(z);
     }
     let mut out = vec![0.0; a.len()];
-    fma_lanes(&mut out, &a, &b, &c);
+    match kernel {
+        Kernel::FusedLanes => fma_lanes_fused(&mut out, &a, &b, &c),
+        Kernel::ExactFloat64 => fma_lanes(&mut out, &a, &b, &c),
+    }
     let same = |x: f32, y: f32| x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan());
     let mut mismatches = 0;
     for (i, &got) in out.iter().enumerate() {
@@ -184,7 +218,7 @@ pub fn self_check(n: u32, seed: u32) -> u32 {
             mismatches += 1;
         }
     }
-    mismatches
+    mismatches + tile_mismatches(kernel, seed)
 }
 
 /// `out[i] = fma(a[i], b[i], c[i])` with the kernel's own lanes (SIMD128 where built with it), and
@@ -199,6 +233,211 @@ pub fn fma_lanes(out: &mut [f32], a: &[f32], b: &[f32], c: &[f32]) {
         } else {
             fma(a, b, c)
         };
+    }
+}
+
+/// The product kernel that [`accumulate`] runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kernel {
+    /// `f32x4.relaxed_madd`, four fused multiply-adds per instruction ([`accumulate_fused`]).
+    FusedLanes,
+    /// Float64 lanes finished exactly (the module's argument): correct on every engine.
+    ExactFloat64,
+}
+
+impl Kernel {
+    /// The kernel's short name, as the page's URL parameter `kernel=` spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kernel::FusedLanes => "fused",
+            Kernel::ExactFloat64 => "f64",
+        }
+    }
+}
+
+/// Whether this build has fused lanes: WebAssembly built with relaxed SIMD.
+pub const FUSED_LANES_BUILT: bool =
+    cfg!(all(target_arch = "wasm32", target_feature = "relaxed-simd"));
+
+/// Set by [`choose_kernel`] once the fused lanes are shown to round once. Process-wide, because
+/// the engine's rounding is too: every thread then runs the same kernel.
+static FUSED: AtomicBool = AtomicBool::new(false);
+
+/// The kernel [`accumulate`] runs now: the float64 lanes until [`choose_kernel`] says otherwise.
+pub fn kernel() -> Kernel {
+    if FUSED.load(Relaxed) {
+        Kernel::FusedLanes
+    } else {
+        Kernel::ExactFloat64
+    }
+}
+
+/// Chooses the fused lanes if `fused_wanted`, the build has them and they round once here
+/// ([`fused_lanes_round_once`]), and the float64 lanes otherwise; returns the choice. Both give
+/// the lesson's bits, so the choice changes only the speed.
+pub fn choose_kernel(fused_wanted: bool) -> Kernel {
+    let fused = fused_wanted && FUSED_LANES_BUILT && fused_lanes_round_once();
+    FUSED.store(fused, Relaxed);
+    kernel()
+}
+
+/// Whether [`accumulate_fused`]'s instruction rounds once on this engine and CPU. First
+/// (1 + 2⁻¹²)² − (1 + 2⁻¹¹), exactly 2⁻²⁴, which two roundings make 0 (the square's last bit is a
+/// tie that rounds to even); then [`self_check_of`] on the edge cases, 4,096 stress triples and
+/// its tiles, so that an engine that fuses only some of the time is caught too.
+pub fn fused_lanes_round_once() -> bool {
+    let x = 1.0 + 2f32.powi(-12);
+    let c = -(1.0 + 2f32.powi(-11));
+    let mut out = [0.0];
+    fma_lanes_fused(&mut out, &[x], &[x], &[c]);
+    out[0] == 2f32.powi(-24) && self_check_of(Kernel::FusedLanes, 1 << 12, 0x5eed) == 0
+}
+
+/// Float32 lanes per instruction of the fused lanes.
+const LANES: usize = 4;
+
+/// [`accumulate`] with fused lanes: for each row of the tile, the row's sums in four vectors of
+/// four, each step of k one `relaxed_madd` per vector, in order over k. A lane is one output
+/// element and gets the lesson's terms in the lesson's order, each rounded once where the
+/// instruction is fused (checked by [`fused_lanes_round_once`] before it is used).
+#[inline(always)]
+pub fn accumulate_fused<const R: usize>(
+    acc: &mut [[f32; PANEL]; R],
+    a: impl Fn(usize, usize) -> f32,
+    b_panel: &[f32],
+) {
+    use lanes::{load, madd, splat, store};
+    for (r, acc_r) in acc.iter_mut().enumerate() {
+        let mut sums: [lanes::F32x4; PANEL / LANES] =
+            std::array::from_fn(|i| load(&acc_r[LANES * i..][..LANES]));
+        for (p, b_p) in b_panel.chunks_exact(PANEL).enumerate() {
+            let a_rp = splat(a(r, p));
+            sums = std::array::from_fn(|i| madd(a_rp, load(&b_p[LANES * i..][..LANES]), sums[i]));
+        }
+        for (i, sum) in sums.into_iter().enumerate() {
+            store(sum, &mut acc_r[LANES * i..][..LANES]);
+        }
+    }
+}
+
+/// `out[i] = a[i]·b[i] + c[i]` with the fused lanes' instruction, four at a time (the last ones
+/// padded with zeros).
+pub fn fma_lanes_fused(out: &mut [f32], a: &[f32], b: &[f32], c: &[f32]) {
+    let quad = |x: &[f32], i: usize| -> [f32; LANES] {
+        std::array::from_fn(|j| x.get(i + j).copied().unwrap_or(0.0))
+    };
+    for i in (0..out.len()).step_by(LANES) {
+        let (a4, b4, c4) = (quad(a, i), quad(b, i), quad(c, i));
+        let mut o4 = [0.0; LANES];
+        let sum = lanes::madd(lanes::load(&a4), lanes::load(&b4), lanes::load(&c4));
+        lanes::store(sum, &mut o4);
+        let n = (out.len() - i).min(LANES);
+        out[i..i + n].copy_from_slice(&o4[..n]);
+    }
+}
+
+/// Mismatches between `kernel`'s [`accumulate`] and chains of [`fma_rounded_to_odd`] on tiles
+/// of three rows and k of 1, 7 and 64 drawn from [`test_triple`]: the kernel's own loop, order
+/// over k and lanes, as training runs them.
+pub fn tile_mismatches(kernel: Kernel, seed: u32) -> u32 {
+    let mut rng = u64::from(seed) ^ 0x7117;
+    let mut mismatches = 0;
+    for k in [1, 7, 64] {
+        let a: Vec<f32> = (0..3 * k).map(|_| test_triple(&mut rng).0).collect();
+        let b: Vec<f32> = (0..k * PANEL).map(|_| test_triple(&mut rng).1).collect();
+        let start: [[f32; PANEL]; 3] =
+            std::array::from_fn(|_| std::array::from_fn(|_| test_triple(&mut rng).2));
+        let mut acc = start;
+        let at = |r: usize, p: usize| a[r * k + p];
+        match kernel {
+            Kernel::FusedLanes => accumulate_fused(&mut acc, at, &b),
+            Kernel::ExactFloat64 => accumulate_float64(&mut acc, at, &b),
+        }
+        for (r, row) in acc.iter().enumerate() {
+            for (q, &got) in row.iter().enumerate() {
+                let chain = |s, p| fma_rounded_to_odd(a[r * k + p], b[p * PANEL + q], s);
+                let want = (0..k).fold(start[r][q], chain);
+                let same = got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan());
+                mismatches += u32::from(!same);
+            }
+        }
+    }
+    mismatches
+}
+
+/// The fused lanes' four float32: `f32x4.relaxed_madd` on WebAssembly with relaxed SIMD, and
+/// elsewhere four `f32::mul_add`, what the instruction computes where it rounds once.
+mod lanes {
+    #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
+    pub use super::relaxed::{F32x4, load, madd, splat, store};
+
+    /// Four float32 lanes.
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "relaxed-simd")))]
+    pub type F32x4 = [f32; 4];
+
+    /// The four float32 of `x` (four long).
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "relaxed-simd")))]
+    #[inline(always)]
+    pub fn load(x: &[f32]) -> F32x4 {
+        x.try_into().expect("four float32")
+    }
+
+    /// `x` into `out` (four long).
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "relaxed-simd")))]
+    #[inline(always)]
+    pub fn store(x: F32x4, out: &mut [f32]) {
+        out.copy_from_slice(&x);
+    }
+
+    /// `x` in every lane.
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "relaxed-simd")))]
+    #[inline(always)]
+    pub fn splat(x: f32) -> F32x4 {
+        [x; 4]
+    }
+
+    /// `a·b + c` in each lane, rounded once.
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "relaxed-simd")))]
+    #[inline(always)]
+    pub fn madd(a: F32x4, b: F32x4, c: F32x4) -> F32x4 {
+        std::array::from_fn(|i| a[i].mul_add(b[i], c[i]))
+    }
+}
+
+#[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
+mod relaxed {
+    //! The fused lanes with WebAssembly's relaxed SIMD.
+    use core::arch::wasm32::*;
+
+    /// Four float32 lanes.
+    pub type F32x4 = v128;
+
+    /// The four float32 of `x` (four long).
+    #[inline(always)]
+    pub fn load(x: &[f32]) -> v128 {
+        assert!(x.len() == 4);
+        // SAFETY: `x` holds four f32, and v128_load reads 16 bytes unaligned.
+        unsafe { v128_load(x.as_ptr().cast()) }
+    }
+
+    /// `x` into `out` (four long).
+    #[inline(always)]
+    pub fn store(x: v128, out: &mut [f32]) {
+        assert!(out.len() == 4);
+        // SAFETY: `out` holds four f32, and v128_store writes 16 bytes unaligned.
+        unsafe { v128_store(out.as_mut_ptr().cast(), x) }
+    }
+
+    /// `x` in every lane.
+    #[inline(always)]
+    pub fn splat(x: f32) -> v128 {
+        f32x4_splat(x)
+    }
+
+    /// `a·b + c` in each lane: one rounding where the engine fuses it, two elsewhere.
+    #[inline(always)]
+    pub fn madd(a: v128, b: v128, c: v128) -> v128 {
+        f32x4_relaxed_madd(a, b, c)
     }
 }
 
