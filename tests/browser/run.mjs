@@ -184,7 +184,31 @@ async function openBrowser(origin) {
     const context = await browser.newContext();
     const requests = [];
     context.on("request", (request) => requests.push(request.url()));
+    await installServiceWorker(context, origin);
     return { browser, context, requests, origin };
+}
+
+/** Lets the book's service worker (book/src/coi-sw.js) install and the first page reload once under it,
+ * so that no check's page is reloaded halfway; later pages of `context` start cross-origin isolated. */
+async function installServiceWorker(context, origin) {
+    const page = await context.newPage();
+    await page.goto(origin + "/index.html");
+    // The reload destroys the page's context once, mid-wait: then wait again on the reloaded page.
+    for (let attempt = 1; ; attempt++) {
+        try {
+            await page.waitForFunction(() => window.attentionIsolation, null, { timeout: TIMEOUT });
+            const state = await page.evaluate(() => window.attentionIsolation.ready
+                .then(({ isolated, reason }) => ({ isolated, reason })));
+            console.log(`pages cross-origin isolated: ${state.isolated ? "yes" : "no (" + state.reason + ")"}`);
+            break;
+        } catch (error) {
+            if (attempt === 3) {
+                throw error;
+            }
+            await page.waitForLoadState("load");
+        }
+    }
+    await page.close();
 }
 
 /** Opens a page and waits until the panel matched by `selector` has finished (done, error, …). */
