@@ -4,8 +4,6 @@
 
 use std::fmt::Write;
 
-use super::Figure;
-use crate::lang::Lang;
 use crate::plot::{blue, escape};
 
 // The palette: the first colours of matplotlib's, which the heat maps and loss curves of the book
@@ -207,10 +205,4 @@ pub(super) fn arrowhead(
         bx - px,
         by - py
     );
-}
-
-/// Closes a hand-drawn picture and files it as `file` in `lang`'s edition.
-pub(super) fn finish(lang: Lang, file: &str, mut svg: String) -> Figure {
-    svg.push_str("</svg>\n");
-    Figure::new(lang, file, svg)
 }

@@ -41,6 +41,13 @@ impl Figure {
     }
 }
 
+/// Closes a hand-drawn picture (one opened with `plot::open_svg`) and files it as `file` in
+/// `lang`'s edition.
+fn finish(lang: Lang, file: &str, mut svg: String) -> Figure {
+    svg.push_str("</svg>\n");
+    Figure::new(lang, file, svg)
+}
+
 /// True above the diagonal: the cells a causal mask hides.
 fn future(i: usize, j: usize) -> bool {
     j > i

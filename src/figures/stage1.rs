@@ -9,9 +9,8 @@ use std::fmt::Write;
 use ndarray::{Array1, Array2};
 
 use super::Figure;
-use super::draw::{
-    BLUE, GREEN, GREY, ORANGE, PURPLE, arrow, bar, cell, finish, frame, note, text, weight,
-};
+use super::draw::{BLUE, GREEN, GREY, ORANGE, PURPLE, arrow, bar, cell, frame, note, text, weight};
+use super::finish;
 use crate::Error;
 use crate::lang::Lang;
 use crate::plot::open_svg;

@@ -5,7 +5,8 @@
 use std::fmt::Write;
 
 use super::Figure;
-use super::draw::{GREY, RED, arrow, finish, frame, note, text, vertical_text};
+use super::draw::{GREY, RED, arrow, frame, note, text, vertical_text};
+use super::finish;
 use super::stage1::{QUERY, SCORE, WEIGHT, superscript};
 use crate::lang::Lang;
 use crate::plot::open_svg;

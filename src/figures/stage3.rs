@@ -7,8 +7,9 @@ use std::fmt::Write;
 use ndarray::Array2;
 
 use super::draw::{
-    GREEN, GREY, ORANGE, PURPLE, RED, Shade, arrow, bold, finish, matrix, note, rect, text, weight,
+    GREEN, GREY, ORANGE, PURPLE, RED, Shade, arrow, bold, matrix, note, rect, text, weight,
 };
+use super::finish;
 use super::{Figure, s3_weights};
 use crate::lang::Lang;
 use crate::plot::{blue, escape, open_svg};

@@ -10,9 +10,8 @@ use std::fmt::Write;
 use ndarray::{Array2, Array3, Axis};
 
 use super::Figure;
-use super::draw::{
-    BLUE, GREEN, GREY, ORANGE, RED, Shade, arrow, bold, finish, matrix, note, rect, text,
-};
+use super::draw::{BLUE, GREEN, GREY, ORANGE, RED, Shade, arrow, bold, matrix, note, rect, text};
+use super::finish;
 use crate::lang::Lang;
 use crate::plot::open_svg;
 use crate::rng::torch::Generator;

@@ -6,7 +6,8 @@
 use std::fmt::Write;
 
 use super::Figure;
-use super::draw::{BLUE, GREY, ORANGE, RED, arrow, arrowhead, finish, rect, text, vertical_text};
+use super::draw::{BLUE, GREY, ORANGE, RED, arrow, arrowhead, rect, text, vertical_text};
+use super::finish;
 use crate::Error;
 use crate::lang::Lang;
 use crate::plot::open_svg;

@@ -5,7 +5,8 @@
 
 use std::fmt::Write;
 
-use super::draw::{BLUE, GREY, RED, bar, bold, finish};
+use super::draw::{BLUE, GREY, RED, bar, bold};
+use super::finish;
 use super::{Figure, estimate_curves, step_chart, train_loss, visible};
 use crate::lang::Lang;
 use crate::plot::{Series, escape, open_svg};
