@@ -3,14 +3,18 @@
 //! Times training steps of three models, the tutorial's, nanoGPT's CPU configuration of the same
 //! task and one between, on one thread and on two, with the code of `s5_gpt --bench`. It prints a
 //! Markdown table: the median time per step, the GFLOP/s of the matrix products, and their share
-//! of the limit (the product kernel's own speed on one large product, times the threads). Given
+//! of the machine's limit. The limit is a product kernel whose speed nobody disputes, measured on
+//! the same machine in the same run: PyTorch's `torch.mm` on one 1024 × 1024 × 1024 product on one
+//! thread (times the threads), which `--torch-bench SCRIPT` runs (a `torch_gpt_bench.py` with
+//! `--matmul-limit`, under `--python`) before the crate's runs and after them. Without PyTorch the
+//! table says there is no limit, rather than measuring the crate against itself. Given
 //! `--pytorch FILE`, a CSV of PyTorch's times for the same models (see
 //! `book/src/generated/scaling_pytorch.csv`), it adds those and the ratio. `--write` puts the
 //! table into `book/src/generated/scaling.md`, which Appendix B shows, and the same numbers in
 //! Chinese words into `book/src/generated/zh-CN/scaling.md`, for the Chinese edition.
 
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
+use std::process::{Command, ExitCode};
 
 use attention_from_scratch::cli::exit_code;
 use attention_from_scratch::lang::Lang;
@@ -34,6 +38,62 @@ struct Args {
     /// Write the table to book/src/generated/scaling.md (and zh-CN/scaling.md) as well
     #[arg(long)]
     write: bool,
+    /// torch_gpt_bench.py, whose --matmul-limit measures the limit (torch.mm, one thread)
+    #[arg(long, value_name = "SCRIPT")]
+    torch_bench: Option<PathBuf>,
+    /// The Python that has PyTorch, to run --torch-bench with
+    #[arg(long, value_name = "PYTHON", default_value = "python3")]
+    python: PathBuf,
+}
+
+/// The machine's limit for one thread's products, measured twice: before the crate's runs and
+/// after them.
+struct Limit {
+    /// PyTorch's version, as the script prints it.
+    torch: String,
+    /// `torch.mm`'s best GFLOP/s on 1024 × 1024 × 1024, one thread, before and after.
+    gflops: [f64; 2],
+}
+
+impl Limit {
+    /// The limit per thread: the better of the two measurements, since the machine reached it.
+    fn per_thread(&self) -> f64 {
+        self.gflops[0].max(self.gflops[1])
+    }
+}
+
+/// `torch.mm`'s GFLOP/s and PyTorch's version from one run of `script --matmul-limit --threads 1`,
+/// or why there is none (no script given, no Python, no PyTorch).
+fn torch_mm(args: &Args) -> Result<(String, f64), String> {
+    let script = args
+        .torch_bench
+        .as_ref()
+        .ok_or("no --torch-bench script was given")?;
+    let output = Command::new(&args.python)
+        .arg(script)
+        .args(["--matmul-limit", "--threads", "1"])
+        .output()
+        .map_err(|e| format!("{}: {e}", args.python.display()))?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    // "torch 2.15.0, 1 thread(s): torch.mm 1024x1024x1024 best 162.1 GFLOP/s"
+    let parsed = text.lines().find_map(|line| {
+        let version = line.strip_prefix("torch ")?.split(',').next()?;
+        let gflops = line
+            .split(" best ")
+            .nth(1)?
+            .split(' ')
+            .next()?
+            .parse()
+            .ok()?;
+        Some((version.to_string(), gflops))
+    });
+    parsed.ok_or_else(|| {
+        let why = String::from_utf8_lossy(&output.stderr);
+        format!(
+            "PyTorch did not run: {}",
+            why.lines().last().unwrap_or("no output")
+        )
+    })
 }
 
 /// A model of the table: its name in each edition, `s5_gpt`'s flags for it, and the recipe they
@@ -114,7 +174,7 @@ fn pytorch_times(path: &Path) -> Result<Vec<(String, usize, f64)>, String> {
 fn table(
     lang: Lang,
     rows: &[(&Model, BenchReport)],
-    peak: f64,
+    (limit, own): (&Option<Limit>, f64),
     pytorch: &[(String, usize, f64)],
 ) -> String {
     let mut out = String::from(lang.pick(
@@ -134,9 +194,15 @@ fn table(
     out += "\n";
     for (model, report) in rows {
         let ms = report.median.as_secs_f64() * 1e3;
-        let limit = peak * report.threads as f64;
+        let share = match limit {
+            Some(limit) => {
+                let limit = limit.per_thread() * report.threads as f64;
+                format!("{:.0} %", 100.0 * report.gflops() / limit)
+            }
+            None => "–".into(),
+        };
         out += &format!(
-            "| {} | {} | {:.1} | {} | {ms:.2} | {:.1} | {:.0} % |",
+            "| {} | {} | {:.1} | {} | {ms:.2} | {:.1} | {share} |",
             lang.pick(model.name, model.name_zh),
             match model.flags {
                 "(none)" => lang.pick("(none)", "（无）"),
@@ -145,7 +211,6 @@ fn table(
             report.flops_per_step as f64 / 1e6,
             report.threads,
             report.gflops(),
-            100.0 * report.gflops() / limit,
         );
         if !pytorch.is_empty() {
             let torch = pytorch
@@ -158,17 +223,45 @@ fn table(
         }
         out += "\n";
     }
-    out += &match lang {
-        Lang::En => format!(
-            "\nThe limit: {peak:.1} GFLOP/s per thread, the product kernel's own speed on one \
-             1024 × 1024 × 1024 product on one thread, measured in the same run.\n"
+    out + &limit_note(lang, limit, own)
+}
+
+/// The sentence under the table: what the limit is and where it came from, or that there is none.
+fn limit_note(lang: Lang, limit: &Option<Limit>, own: f64) -> String {
+    match (lang, limit) {
+        (Lang::En, Some(limit)) => format!(
+            "\nThe limit: {:.1} GFLOP/s per thread, PyTorch {}'s `torch.mm` on one 1024 × 1024 × \
+             1024 product on one thread (best of five rounds; {:.1} before the crate's runs, {:.1} \
+             after), times the threads. The crate's own product kernel ran the same product at \
+             {own:.1} GFLOP/s in this run.\n",
+            limit.per_thread(),
+            limit.torch,
+            limit.gflops[0],
+            limit.gflops[1],
         ),
-        Lang::ZhCn => format!(
-            "\n上限：每个线程 {peak:.1} GFLOP/s，即乘法内核在单线程上做一次 1024 × 1024 × 1024 \
-             矩阵乘法的速度，在同一次运行中测得。\n"
+        (Lang::ZhCn, Some(limit)) => format!(
+            "\n上限：每个线程 {:.1} GFLOP/s，即 PyTorch {} 的 `torch.mm` 在单线程上做一次 \
+             1024 × 1024 × 1024 矩阵乘法的速度（五轮取最快；本 crate 运行之前 {:.1}，之后 \
+             {:.1}），再乘以线程数。本 crate 自己的乘法内核在这次运行中做同一乘法的速度是 \
+             {own:.1} GFLOP/s。\n",
+            limit.per_thread(),
+            limit.torch,
+            limit.gflops[0],
+            limit.gflops[1],
         ),
-    };
-    out
+        (Lang::En, None) => format!(
+            "\nNo limit: PyTorch was not available to this run, so no product kernel of undisputed \
+             speed was measured on this machine, and the share is left empty. (The crate's own \
+             product kernel ran one 1024 × 1024 × 1024 product at {own:.1} GFLOP/s on one thread; \
+             a kernel measured against itself says nothing about how far it is from the machine's \
+             limit.)\n"
+        ),
+        (Lang::ZhCn, None) => format!(
+            "\n没有上限：这次运行没有可用的 PyTorch，因此没有在这台机器上测量一个速度公认的乘法内核，\
+             占比一栏留空。（本 crate 自己的乘法内核在单线程上做一次 1024 × 1024 × 1024 矩阵乘法的\
+             速度是 {own:.1} GFLOP/s；拿一个内核和它自己比，说明不了它离机器的上限有多远。）\n"
+        ),
+    }
 }
 
 /// Both editions' tables, English first, from the same measurements.
@@ -177,7 +270,8 @@ fn run(args: &Args) -> Result<[String; 2], GptError> {
         Some(path) => pytorch_times(path).map_err(GptError::Config)?,
         None => vec![],
     };
-    let peak = bench::product_peak(1024);
+    let before = torch_mm(args);
+    let own = bench::product_peak(1024);
     let models = models();
     let mut rows = vec![];
     for model in &models {
@@ -192,7 +286,17 @@ fn run(args: &Args) -> Result<[String; 2], GptError> {
             rows.push((model, report));
         }
     }
-    Ok(Lang::ALL.map(|lang| table(lang, &rows, peak, &pytorch)))
+    let limit = match (before, torch_mm(args)) {
+        (Ok((torch, before)), Ok((_, after))) => Some(Limit {
+            torch,
+            gflops: [before, after],
+        }),
+        (Err(why), _) | (_, Err(why)) => {
+            eprintln!("no limit: {why}");
+            None
+        }
+    };
+    Ok(Lang::ALL.map(|lang| table(lang, &rows, (&limit, own), &pytorch)))
 }
 
 /// Writes each edition's table to `book/src/generated/[zh-CN/]scaling.md` under the crate.

@@ -11,6 +11,7 @@ use attention_from_scratch::s5_gpt::app::Config;
 use attention_from_scratch::s5_gpt::app::args::Cli;
 use attention_from_scratch::s5_gpt::backend::{Backend, Lesson};
 use attention_from_scratch::s5_gpt::fast::kernels::{self, AVX2_VAR, Lanes, PORTABLE_VAR};
+use attention_from_scratch::s5_gpt::fast::tiles::{self, TILE_VAR, Tile};
 use attention_from_scratch::s5_gpt::fast::{Fast, team};
 use attention_from_scratch::s5_gpt::model::Architecture;
 use attention_from_scratch::s5_gpt::ops::MASK_VALUE;
@@ -438,6 +439,89 @@ fn the_avx2_path_gives_the_same_bits() {
         _ => Lanes::Avx2,
     };
     a_narrower_path_gives_the_same_bits(test, AVX2_VAR, lanes);
+}
+
+/// Set in a child process of this test binary: the file where it writes its run, with a tile
+/// forced by [`TILE_VAR`].
+const TILE_CHILD: &str = "S5_LAYERS_TILE_CHILD";
+
+/// Each tile of the product kernel that this CPU can run (the wide AVX-512 one, the one for cores
+/// that run AVX-512 as halves, AVX2's and the plain one), forced in a child process with
+/// [`TILE_VAR`]: every op at the tutorial's and nanoGPT's shapes and at odd ones agrees with the
+/// lesson, on 1 and 2 threads, and training gives this process's bits.
+#[test]
+fn every_tile_gives_the_same_bits() {
+    let steps = 30;
+    if let Some(file) = std::env::var_os(TILE_CHILD) {
+        let name = std::env::var(TILE_VAR).unwrap();
+        assert_eq!(
+            tiles::tile().name(),
+            name,
+            "{TILE_VAR} did not switch the tile"
+        );
+        products_agree();
+        products_at_every_tile_edge_agree();
+        nanogpt_shapes_agree();
+        odd_attention_shapes_agree();
+        std::fs::write(file, both_models_trained(steps)).unwrap();
+        return;
+    }
+    let runnable: Vec<Tile> = Tile::ALL
+        .into_iter()
+        .filter(|t| t.runs_with(kernels::lanes()))
+        .collect();
+    assert!(runnable.contains(&tiles::for_this_core(kernels::lanes())));
+    let here = both_models_trained(steps);
+    for tile in runnable {
+        let file = std::env::temp_dir().join(format!(
+            "s5_tile_{}_{}.txt",
+            tile.name(),
+            std::process::id()
+        ));
+        let child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "every_tile_gives_the_same_bits"])
+            .env(TILE_CHILD, &file)
+            .env(TILE_VAR, tile.name())
+            .output()
+            .unwrap();
+        assert!(
+            child.status.success(),
+            "{}: {}",
+            tile.name(),
+            String::from_utf8_lossy(&child.stdout)
+        );
+        let run = std::fs::read_to_string(&file).unwrap();
+        std::fs::remove_file(&file).ok();
+        assert!(here == run, "{}: the runs differ", tile.name());
+    }
+}
+
+/// `Linear` where every tile meets its edges: one row (B = 1, T = 1), a batch of one, one token
+/// per sequence, rows that leave 1 to 11 in the last tile, and widths that leave 1 to 31 columns
+/// in the last panel, at nanoGPT's width and at odd ones.
+#[test]
+fn products_at_every_tile_edge_agree() {
+    for (k, [b, t, c]) in [
+        [1, 1, 128],
+        [1, 64, 128],
+        [12, 1, 128],
+        [1, 13, 33],
+        [5, 5, 47],
+        [3, 23, 129],
+        [2, 35, 7],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let seed = 400 + 10 * k as u32;
+        let x = tensor(&[b, t, c], seed);
+        for n_out in [1, 15, 17, 31, 33, 47, 65, 4 * c] {
+            let (w, bias) = (tensor(&[n_out, c], seed + 1), tensor(&[n_out], seed + 2));
+            agree("linear", &[x.clone(), w, bias], |tape, x| {
+                tape.linear(x[0], x[1], x[2])
+            });
+        }
+    }
 }
 
 /// The files of `dir` (a folder of `src/s5_gpt/`), with their text.

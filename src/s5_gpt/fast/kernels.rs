@@ -6,18 +6,22 @@
 //! * [`matmul`] computes every `c[i][j]` as `fma(a[i][k−1], b[k−1][j], … fma(a[i][1], b[1][j],
 //!   fma(a[i][0], b[0][j], 0)))`: k in order, each term added by one fused multiply-add, as the
 //!   lesson's `dot` does. The innermost loop runs along `j`, so a SIMD lane holds one output
-//!   element, and the order of its additions stays the same at any vector width: AVX-512, AVX2
-//!   or neither.
-//! * The product is blocked for the caches: k in blocks, taken in order, B packed one 16-wide
-//!   panel of a block at a time. Between two blocks an output's running sum waits in `c`, as the
-//!   float32 it is, and the next block goes on from it; so blocking changes where the sum is kept,
-//!   never what is added to it or in which order.
+//!   element, and the order of its additions stays the same at any vector width (AVX-512, AVX2
+//!   or neither) and in any tile ([`super::tiles`]: the shape each kind of core runs best).
+//! * The product is blocked for the caches: k in blocks, taken in order, B packed one panel (16
+//!   or 32 columns, the tile's width) of a block at a time. Between two blocks an output's running
+//!   sum waits in `c`, as the float32 it is, and the next block goes on from it; so blocking
+//!   changes where the sum is kept, never what is added to it or in which order.
 //! * Threads split the *outputs* (bands of columns, bands of rows, or matrices of a batch), never a
 //!   sum, so every thread count gives the same bits.
 //! * Each product gives exactly the bits of the lesson's [`ops::matmul_forward`], which adds the same
 //!   terms in the same order; the tests compare the two.
 
 use super::team;
+#[cfg(target_arch = "x86_64")]
+use super::tiles::TileArgs;
+use super::tiles::{self, Tile};
+pub use super::tiles::{AVX2_VAR, Lanes, PORTABLE_VAR, lanes};
 #[cfg(doc)]
 use crate::s5_gpt::ops;
 use std::cell::Cell;
@@ -25,15 +29,17 @@ use std::marker::PhantomData;
 use std::ops::Range;
 use std::thread::LocalKey;
 
-/// Output columns per tile: two AVX2 registers of f32, or one AVX-512 register.
+/// Output columns per tile of the plain tile ([`Tile::Plain`]): two AVX2 registers of f32, or one
+/// AVX-512 register.
 const NR: usize = 16;
-/// Output rows per tile: with AVX2, 6×16 accumulators take 12 of the 16 registers, which leaves two
-/// for a row of B and one for a value of A; twelve independent sums keep both FMA units busy. (With
-/// AVX-512 they take 6 of 32 registers, and a row of B is one load.)
+/// Output rows per plain tile: with AVX2, 6×16 accumulators take 12 of the 16 registers, which
+/// leaves two for a row of B and one for a value of A; twelve independent sums keep both FMA units
+/// busy.
 const MR: usize = 6;
-/// The longest block of k: a panel of B, KC × 16 values (16 KB), stays in the L1 cache while every
-/// tile of the piece's rows walks it.
-const KC: usize = 256;
+/// Values of B per packed panel at most (16 KB): a panel of one block of k stays in the L1 cache
+/// while every tile of the piece's rows walks it. The longest block of k is this over the tile's
+/// columns: 256 terms for 16 columns, 128 for 32.
+const PANEL: usize = 4096;
 /// Values of A per block (384 KB): a block of A's rows stays in the L2 cache from one panel to
 /// the next.
 const A_BLOCK: usize = 96 * 1024;
@@ -141,7 +147,9 @@ pub fn matmul_pieces<'a>(
     }
     let product = Product { a, b, bias, k, n };
     let out = Out::new(c, n);
-    let (tiles, panels) = (m.div_ceil(MR), n.div_ceil(NR));
+    let tile = tiles::tile();
+    let (mr, nr) = tile.shape();
+    let (tiles, panels) = (m.div_ceil(mr), n.div_ceil(nr));
     let threads = match m * k * n {
         work if work < PARALLEL_MIN_WORK => 1,
         _ => team::threads(),
@@ -154,14 +162,14 @@ pub fn matmul_pieces<'a>(
         let starts: Vec<usize> = (0..panels).step_by(per_piece).collect();
         for p in far_apart(&starts) {
             let panels = p..panels.min(p + per_piece);
-            pieces.push(Box::new(move || product.piece(out, 0..m, panels)));
+            pieces.push(Box::new(move || product.piece(tile, out, 0..m, panels)));
         }
     } else {
         // Bands of whole tiles of rows, each packing every panel.
-        let per_piece = tiles.div_ceil(count.min(tiles)) * MR;
+        let per_piece = tiles.div_ceil(count.min(tiles)) * mr;
         for i in (0..m).step_by(per_piece) {
             let rows = i..m.min(i + per_piece);
-            pieces.push(Box::new(move || product.piece(out, rows, 0..panels)));
+            pieces.push(Box::new(move || product.piece(tile, out, rows, 0..panels)));
         }
     }
 }
@@ -212,6 +220,7 @@ pub fn matmul_batched_pieces<'a>(
             Strided::rows(data, cols)
         }
     };
+    let tile = tiles::tile();
     let item = move |i: usize, c: &mut [f32]| {
         let product = Product {
             a: view(&a[i * m * k..(i + 1) * m * k], m, k, a_transposed),
@@ -220,7 +229,7 @@ pub fn matmul_batched_pieces<'a>(
             k,
             n,
         };
-        product.piece(Out::new(c, n), 0..m, 0..n.div_ceil(NR));
+        product.piece(tile, Out::new(c, n), 0..m, 0..n.div_ceil(tile.shape().1));
     };
     let threads = team::threads();
     let items_per_piece = match batch * m * k * n {
@@ -275,6 +284,18 @@ impl<'a> Out<'a> {
         }
     }
 
+    #[cfg(target_arch = "x86_64")]
+    /// A pointer to c[rows.start][j0], after checking that the rectangle of `rows` × `width` from
+    /// there is inside C. Writing through it has [`Out::row`]'s contract.
+    #[inline(always)]
+    fn rectangle(&self, rows: Range<usize>, j0: usize, width: usize) -> *mut f32 {
+        assert!(
+            rows.start < rows.end && rows.end <= self.rows && j0 + width <= self.ld,
+            "matmul: outside c"
+        );
+        self.ptr.wrapping_add(rows.start * self.ld + j0)
+    }
+
     /// c[i][j0..j0 + width].
     ///
     /// # Safety
@@ -290,46 +311,63 @@ impl<'a> Out<'a> {
 }
 
 impl Product<'_> {
-    /// Rows `rows` and panels `panels` of C, compiled for the CPU's vector instructions: for
-    /// each block of k in order, each panel is packed once and every tile of the rows walks it.
-    fn piece(&self, out: Out, rows: Range<usize>, panels: Range<usize>) {
-        with_buffer(&PACKED_B, |packed| {
-            vectorised(
+    /// Rows `rows` and panels `panels` (of `tile`'s width) of C, with `tile`, compiled for the
+    /// CPU's vector instructions: for each block of k in order, each panel is packed once and every
+    /// tile of the rows walks it.
+    fn piece(&self, tile: Tile, out: Out, rows: Range<usize>, panels: Range<usize>) {
+        with_buffer(&PACKED_B, |packed| match tile {
+            #[cfg(target_arch = "x86_64")]
+            Tile::Avx512Wide => vectorised(
                 #[inline(always)]
-                || self.blocks(out, rows, panels, packed),
-            )
+                || self.blocks::<Avx512Wide>(out, rows, panels, packed),
+            ),
+            #[cfg(target_arch = "x86_64")]
+            Tile::Avx512Halves => vectorised(
+                #[inline(always)]
+                || self.blocks::<Avx512Halves>(out, rows, panels, packed),
+            ),
+            #[cfg(target_arch = "x86_64")]
+            Tile::Avx2 => vectorised(
+                #[inline(always)]
+                || self.blocks::<Avx2>(out, rows, panels, packed),
+            ),
+            _ => vectorised(
+                #[inline(always)]
+                || self.blocks::<Plain>(out, rows, panels, packed),
+            ),
         })
     }
 
-    /// [`Product::piece`]'s loops, as plain code (the tests run them without AVX2 or AVX-512 too).
+    /// [`Product::piece`]'s loops for the tile `K`, as plain code (the tests run them without AVX2
+    /// or AVX-512 too).
     #[inline(always)]
-    fn blocks(&self, out: Out, rows: Range<usize>, panels: Range<usize>, packed: &mut Vec<f32>) {
+    fn blocks<K: Kernel>(
+        &self,
+        out: Out,
+        rows: Range<usize>,
+        panels: Range<usize>,
+        packed: &mut Vec<f32>,
+    ) {
         let (k, n) = (self.k, self.n);
-        let kc = k_block(k, rows.len());
+        let kc = k_block(k, rows.len(), K::NR);
         let mut p0 = 0;
         loop {
             let block = p0..k.min(p0 + kc);
             for panel in panels.clone() {
-                let (j0, width) = (panel * NR, NR.min(n - panel * NR));
-                pack_panel(packed, self.b, block.clone(), j0, width);
+                let (j0, width) = (panel * K::NR, K::NR.min(n - panel * K::NR));
+                K::pack(packed, self.b, block.clone(), j0, width);
                 let mut i0 = rows.start;
                 while i0 < rows.end {
-                    let (block, r) = (block.clone(), tile_rows(rows.end - i0));
-                    let at = Tile {
+                    let r = tile_rows(rows.end - i0, K::MR);
+                    let block = block.clone();
+                    let at = At {
                         i0,
                         j0,
                         width,
                         block,
                         k,
                     };
-                    match r {
-                        MR => self.tile::<MR>(out, at, packed),
-                        5 => self.tile::<5>(out, at, packed),
-                        4 => self.tile::<4>(out, at, packed),
-                        3 => self.tile::<3>(out, at, packed),
-                        2 => self.tile::<2>(out, at, packed),
-                        _ => self.tile::<1>(out, at, packed),
-                    }
+                    K::tile(self, out, at, r, packed);
                     i0 += r;
                 }
             }
@@ -340,12 +378,12 @@ impl Product<'_> {
         }
     }
 
-    /// One tile over one block of k: the running sums from C (zero at the first block), the
+    /// One plain tile over one block of k: the running sums from C (zero at the first block), the
     /// block's terms added by [`multiply_add_terms`], the sums back to C (plus the bias after the
     /// last block).
     #[inline(always)]
-    fn tile<const R: usize>(&self, out: Out, at: Tile, panel: &[f32]) {
-        let Tile {
+    fn tile<const R: usize>(&self, out: Out, at: At, panel: &[f32]) {
+        let At {
             i0,
             j0,
             width,
@@ -381,9 +419,130 @@ impl Product<'_> {
     }
 }
 
+/// A tile's shape and code: how [`Product::blocks`] packs B for it and multiplies one tile.
+trait Kernel {
+    /// The most rows of one tile.
+    const MR: usize;
+    /// Columns of one tile, and of a panel of packed B.
+    const NR: usize;
+    /// Packs a panel of B: [`pack_panel`] for NR columns.
+    fn pack(packed: &mut Vec<f32>, b: Strided, block: Range<usize>, j0: usize, width: usize);
+    /// The tile of `rows` rows (1 to MR) at `at`, over one block of k, from `panel`.
+    fn tile(product: &Product, out: Out, at: At, rows: usize, panel: &[f32]);
+}
+
+/// Runs `$body` with `$r` as the constant `$R`, for each of the values listed.
+macro_rules! with_rows {
+    ($r:expr, [$($n:literal)*], $R:ident => $body:expr) => {
+        match $r {
+            $($n => {
+                const $R: usize = $n;
+                $body
+            })*
+            r => unreachable!("a tile of {r} rows"),
+        }
+    };
+}
+
+/// [`Tile::Plain`]: [`multiply_add_terms`], vectorised by the compiler.
+struct Plain;
+
+impl Kernel for Plain {
+    const MR: usize = MR;
+    const NR: usize = NR;
+
+    #[inline(always)]
+    fn pack(packed: &mut Vec<f32>, b: Strided, block: Range<usize>, j0: usize, width: usize) {
+        pack_panel::<NR>(packed, b, block, j0, width);
+    }
+
+    #[inline(always)]
+    fn tile(product: &Product, out: Out, at: At, rows: usize, panel: &[f32]) {
+        with_rows!(rows, [1 2 3 4 5 6], R => product.tile::<R>(out, at, panel))
+    }
+}
+
+/// Defines a kernel of `$mr` × `$nr` that calls `tiles::$tile`, the CPU's features checked by
+/// whoever chose the tile ([`tiles::tile`]).
+macro_rules! intrinsics_kernel {
+    ($(#[$doc:meta])* $name:ident, $tile:ident, $mr:literal x $nr:literal, $rows:tt) => {
+        $(#[$doc])*
+        #[cfg(target_arch = "x86_64")]
+        struct $name;
+
+        #[cfg(target_arch = "x86_64")]
+        impl Kernel for $name {
+            const MR: usize = $mr;
+            const NR: usize = $nr;
+
+            #[inline(always)]
+            fn pack(packed: &mut Vec<f32>, b: Strided, block: Range<usize>, j0: usize, width: usize) {
+                pack_panel::<$nr>(packed, b, block, j0, width);
+            }
+
+            #[inline(always)]
+            fn tile(product: &Product, out: Out, at: At, rows: usize, panel: &[f32]) {
+                let args = product.tile_args(out, at, rows, panel, $nr);
+                // SAFETY: `tile_args` checked the operands for `rows` rows; the tile was chosen
+                // among those the CPU can run.
+                with_rows!(rows, $rows, R => unsafe { tiles::$tile::<R, $nr>(&args) })
+            }
+        }
+    };
+}
+
+intrinsics_kernel!(
+    /// [`Tile::Avx512Wide`].
+    Avx512Wide, avx512, 12 x 32, [1 2 3 4 5 6 7 8 9 10 11 12]
+);
+intrinsics_kernel!(
+    /// [`Tile::Avx512Halves`].
+    Avx512Halves, avx512, 8 x 32, [1 2 3 4 5 6 7 8]
+);
+intrinsics_kernel!(
+    /// [`Tile::Avx2`].
+    Avx2, avx2, 6 x 16, [1 2 3 4 5 6]
+);
+
+#[cfg(target_arch = "x86_64")]
+impl Product<'_> {
+    /// The raw operands of the tile of `rows` rows at `at`, each checked to lie inside its slice:
+    /// A's farthest element `a[rows − 1][last p]` (both strides step forwards, so every other
+    /// element lies before it), C's rectangle, the panel's `nr` values per term and the bias.
+    #[inline(always)]
+    fn tile_args(&self, out: Out, at: At, rows: usize, panel: &[f32], nr: usize) -> TileArgs {
+        let a = self.a.offset(at.i0, at.block.start);
+        let k = at.block.len();
+        if k > 0 {
+            let last = (rows - 1) * a.row_stride + (k - 1) * a.col_stride;
+            assert!(
+                last < a.data.len(),
+                "matmul: A is too short for its strides"
+            );
+        }
+        assert!(
+            panel.len() >= k * nr && at.width <= nr,
+            "matmul: a short panel"
+        );
+        let bias = self.bias.filter(|_| at.block.end == at.k);
+        TileArgs {
+            a: a.data.as_ptr(),
+            a_row: a.row_stride,
+            a_col: a.col_stride,
+            k,
+            b: panel.as_ptr(),
+            c: out.rectangle(at.i0..at.i0 + rows, at.j0, at.width),
+            ldc: out.ld,
+            width: at.width,
+            first: at.block.start == 0,
+            bias: bias.map(|bias| bias[at.j0..at.j0 + at.width].as_ptr()),
+        }
+    }
+}
+
 /// Where a tile lies: rows from `i0`, columns `j0..j0 + width`, and the block of k it adds, out of
 /// `k`.
-struct Tile {
+struct At {
     i0: usize,
     j0: usize,
     width: usize,
@@ -391,21 +550,19 @@ struct Tile {
     k: usize,
 }
 
-/// Rows of the next tile when `left` rows remain: MR, except that the last 7 or 8 rows go as 4 + 3
-/// or 4 + 4 rather than 6 + 1 or 6 + 2, since a tile of one or two rows keeps too few sums going to
-/// fill the FMA units.
+/// Rows of the next tile when `left` rows remain, for tiles of at most `mr` rows: the rows are
+/// shared as evenly as the fewest tiles allow (so 8 rows of 6-row tiles go as 4 + 4, not 6 + 2),
+/// since a tile of one or two rows keeps too few sums going to fill the FMA units.
 #[inline(always)]
-fn tile_rows(left: usize) -> usize {
-    match left {
-        7 | 8 => 4,
-        _ => MR.min(left),
-    }
+fn tile_rows(left: usize, mr: usize) -> usize {
+    left.div_ceil(left.div_ceil(mr))
 }
 
-/// The length of a block of k for a piece of `rows` rows: at most [`KC`], and a block of A's rows at
-/// most [`A_BLOCK`] values; the blocks of one product are as even as can be.
-fn k_block(k: usize, rows: usize) -> usize {
-    let longest = (A_BLOCK / rows.max(1)).clamp(NR, KC);
+/// The length of a block of k for a piece of `rows` rows and panels `nr` wide: a panel at most
+/// [`PANEL`] values, and a block of A's rows at most [`A_BLOCK`] values; the blocks of one product
+/// are as even as can be.
+fn k_block(k: usize, rows: usize, nr: usize) -> usize {
+    let longest = (A_BLOCK / rows.max(1)).clamp(16, PANEL / nr);
     let blocks = k.div_ceil(longest).max(1);
     k.div_ceil(blocks).max(1)
 }
@@ -414,7 +571,13 @@ fn k_block(k: usize, rows: usize) -> usize {
 /// contiguous, padded with zeros to NR columns. The padding only fills SIMD lanes whose results
 /// are never stored.
 #[inline(always)]
-fn pack_panel(packed: &mut Vec<f32>, b: Strided, block: Range<usize>, j0: usize, width: usize) {
+fn pack_panel<const NR: usize>(
+    packed: &mut Vec<f32>,
+    b: Strided,
+    block: Range<usize>,
+    j0: usize,
+    width: usize,
+) {
     // Every value is written below, so the buffer is only resized, never cleared first.
     packed.resize(block.len() * NR, 0.0);
     if width < NR {
@@ -540,50 +703,6 @@ pub fn vectorised<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
-/// The vector instructions [`vectorised`] compiles its loops for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Lanes {
-    /// AVX-512 (F, VL, BW and DQ), with AVX2 and FMA.
-    Avx512,
-    /// AVX2 and FMA.
-    Avx2,
-    /// Neither: plain code, and `mul_add` in software.
-    Portable,
-}
-
-/// Set this environment variable to run the fast layer without AVX2 and FMA, as on a CPU that has
-/// neither: `mul_add` then computes the fused multiply-add in software. The bits stay the same
-/// (`tests/s5_layers.rs` checks), only slower.
-pub const PORTABLE_VAR: &str = "ATTENTION_PORTABLE";
-
-/// Set this environment variable to run the fast layer with AVX2 and FMA where the CPU also has
-/// AVX-512, as on a CPU without it. The bits stay the same (`tests/s5_layers.rs` checks).
-pub const AVX2_VAR: &str = "ATTENTION_AVX2";
-
-/// What [`vectorised`] uses: on x86-64, the widest of [`Lanes`] that the CPU has and that neither
-/// [`PORTABLE_VAR`] nor [`AVX2_VAR`] rules out; elsewhere, plain code.
-pub fn lanes() -> Lanes {
-    #[cfg(target_arch = "x86_64")]
-    {
-        static LANES: std::sync::OnceLock<Lanes> = std::sync::OnceLock::new();
-        *LANES.get_or_init(|| {
-            use std::arch::is_x86_feature_detected as has;
-            let set = |var| std::env::var_os(var).is_some();
-            if set(PORTABLE_VAR) || !(has!("avx2") && has!("fma")) {
-                Lanes::Portable
-            } else if set(AVX2_VAR)
-                || !(has!("avx512f") && has!("avx512vl") && has!("avx512bw") && has!("avx512dq"))
-            {
-                Lanes::Avx2
-            } else {
-                Lanes::Avx512
-            }
-        })
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    Lanes::Portable
-}
-
 /// Below this |x| (2⁻¹⁴), `libm::expf(x)` is `1 + x`.
 const EXPF_TINY: u32 = 0x3900_0000;
 /// From this |x| (about 87.34) on, `libm::expf` takes its overflow and subnormal paths.
@@ -663,6 +782,9 @@ mod tests {
             (13, 300, 17),
             (128, 768, 48),
             (770, 520, 33),
+            (25, 129, 47),
+            (12, 257, 32),
+            (768, 128, 512),
         ] {
             let (a, b, bias) = (values(m * k, 1), values(k * n, 2), values(n, 3));
             let mut want = vec![0.0; m * n];
@@ -702,8 +824,49 @@ mod tests {
                 n,
             };
             let out = Out::new(&mut portable, n);
-            product.blocks(out, 0..m, 0..n.div_ceil(NR), &mut vec![]);
+            product.blocks::<Plain>(out, 0..m, 0..n.div_ceil(NR), &mut vec![]);
             assert_eq!(portable, want, "portable path {m}×{k}·{k}×{n}");
+            every_tile_gives(&want, &with_bias, [&a, &at, &b, &bt, &bias], (m, k, n));
+        }
+    }
+
+    /// Each tile this CPU can run, whichever [`tiles::tile`] chose, gives `want` (and `with_bias`
+    /// with the bias), with A and B row-major or transposed (A, Aᵀ, B, Bᵀ and the bias given).
+    fn every_tile_gives(
+        want: &[f32],
+        with_bias: &[f32],
+        [a, at, b, bt, bias]: [&[f32]; 5],
+        (m, k, n): (usize, usize, usize),
+    ) {
+        let (a_rows, b_rows) = (Strided::rows(a, k), Strided::rows(b, n));
+        let (a_t, b_t) = (Strided::transposed(at, m), Strided::transposed(bt, k));
+        for tile in Tile::ALL.into_iter().filter(|t| t.runs_with(lanes())) {
+            for (a, b, bias, want) in [
+                (a_rows, b_rows, None, want),
+                (a_t, b_rows, None, want),
+                (a_rows, b_t, Some(bias), with_bias),
+            ] {
+                let mut c = vec![f32::NAN; m * n];
+                let product = Product { a, b, bias, k, n };
+                let panels = 0..n.div_ceil(tile.shape().1);
+                product.piece(tile, Out::new(&mut c, n), 0..m, panels);
+                assert_eq!(c, want, "{tile:?}, {m}×{k}·{k}×{n}");
+            }
+        }
+    }
+
+    /// The shapes [`Tile::shape`] gives, by which products are cut into pieces, are the kernels'.
+    #[test]
+    fn each_tile_has_its_kernels_shape() {
+        assert_eq!(Tile::Plain.shape(), (Plain::MR, Plain::NR));
+        #[cfg(target_arch = "x86_64")]
+        {
+            assert_eq!(Tile::Avx512Wide.shape(), (Avx512Wide::MR, Avx512Wide::NR));
+            assert_eq!(
+                Tile::Avx512Halves.shape(),
+                (Avx512Halves::MR, Avx512Halves::NR)
+            );
+            assert_eq!(Tile::Avx2.shape(), (Avx2::MR, Avx2::NR));
         }
     }
 

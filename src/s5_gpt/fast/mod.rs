@@ -18,6 +18,7 @@ pub mod kernels;
 pub mod layers;
 pub mod pool;
 pub mod team;
+pub mod tiles;
 pub mod timers;
 pub mod wasm_fma;
 
