@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use attention_from_scratch::s5_gpt::app::args::Cli;
+use attention_from_scratch::s5_gpt::app::args::{Cli, Command};
 use attention_from_scratch::s5_gpt::app::checkpoint::{
     self, CONFIG_FILE, MAX_HEADER_BYTES, MODEL_FILE, OPTIMIZER_FILE,
 };
@@ -253,4 +253,40 @@ fn a_header_longer_than_any_checkpoint_is_refused() {
             "{message}"
         );
     }
+}
+
+/// The `args` target: `train --save run0 --plot "run⏎/tiny.svg"`. A path with a line break made the
+/// missing folder's message two lines; paths in messages are now quoted, with escapes, when they hold a
+/// control character.
+#[test]
+fn a_path_with_a_line_break_stays_on_one_line() {
+    let argv = [
+        "s5_gpt",
+        "train",
+        "--save",
+        "run0",
+        "--plot",
+        "run\n/tiny.svg",
+    ];
+    let Some(Command::Train(train)) = Cli::try_parse_args(argv).unwrap().command else {
+        panic!("a train command");
+    };
+    let message = train
+        .run
+        .config(train.recipe.recipe())
+        .check()
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        message,
+        "invalid setting: --plot: the folder \"run\\n\" does not exist; create it or choose another path"
+    );
+    let missing = GptError::DataMissing {
+        path: "a\rb.txt".into(),
+    };
+    assert!(
+        missing
+            .to_string()
+            .starts_with("data file \"a\\rb.txt\" not found")
+    );
 }

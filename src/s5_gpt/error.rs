@@ -1,11 +1,25 @@
 //! Lesson layer. What can go wrong in stage 5 that a user can fix. Each message is one line: the
 //! problem, then the fix.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+/// A path as a message shows it: as it is, or quoted with escapes when it holds a line break or
+/// another control character, so that the message stays one line.
+pub fn shown(path: &Path) -> String {
+    let text = path.to_string_lossy();
+    if text.chars().any(char::is_control) {
+        format!("{text:?}")
+    } else {
+        text.into_owned()
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum GptError {
-    #[error("data file {} not found: run data/fetch.sh (or `cargo run --release --example s5_gpt`, which downloads it on first use), or pass --data PATH", path.display())]
+    #[error(
+        "data file {} not found: run data/fetch.sh (or `cargo run --release --example s5_gpt`, which downloads it on first use), or pass --data PATH",
+        shown(path)
+    )]
     DataMissing { path: PathBuf },
 
     /// The corpus could not be downloaded; the message names the address, the reason and the way
@@ -13,16 +27,25 @@ pub enum GptError {
     #[error("{0}")]
     Download(String),
 
-    #[error("cannot read data file {}: {source}; check the path and its permissions, or run data/fetch.sh", path.display())]
+    #[error(
+        "cannot read data file {}: {source}; check the path and its permissions, or run data/fetch.sh",
+        shown(path)
+    )]
     DataUnreadable {
         path: PathBuf,
         source: std::io::Error,
     },
 
-    #[error("data file {} is not UTF-8 text ({why}); run data/fetch.sh to download a clean copy", path.display())]
+    #[error(
+        "data file {} is not UTF-8 text ({why}); run data/fetch.sh to download a clean copy",
+        shown(path)
+    )]
     DataNotText { path: PathBuf, why: String },
 
-    #[error("data file {} is too short: its {split} part gives no batch of {batch_size}×{context_size} tokens; use a longer text or smaller --batch-size/--context-size", path.display())]
+    #[error(
+        "data file {} is too short: its {split} part gives no batch of {batch_size}×{context_size} tokens; use a longer text or smaller --batch-size/--context-size",
+        shown(path)
+    )]
     DataTooShort {
         path: PathBuf,
         split: &'static str,
@@ -30,7 +53,10 @@ pub enum GptError {
         context_size: usize,
     },
 
-    #[error("data file {} has {symbols} distinct characters, more than the {max} a model's vocabulary may have; use a text with fewer distinct characters", path.display())]
+    #[error(
+        "data file {} has {symbols} distinct characters, more than the {max} a model's vocabulary may have; use a text with fewer distinct characters",
+        shown(path)
+    )]
     VocabularyTooLarge {
         path: PathBuf,
         symbols: usize,
@@ -53,19 +79,37 @@ pub enum GptError {
     #[error("invalid setting: {0}")]
     Config(String),
 
-    #[error("checkpoint folder {} not found; train one with `s5_gpt train --save {}`, or check the path", dir.display(), dir.display())]
+    #[error(
+        "checkpoint folder {} not found; train one with `s5_gpt train --save {}`, or check the path",
+        shown(dir),
+        shown(dir)
+    )]
     CheckpointMissing { dir: PathBuf },
 
-    #[error("{} already holds a checkpoint; continue it with --resume {}, add --overwrite to replace it, or choose another --save folder", dir.display(), dir.display())]
+    #[error(
+        "{} already holds a checkpoint; continue it with --resume {}, add --overwrite to replace it, or choose another --save folder",
+        shown(dir),
+        shown(dir)
+    )]
     CheckpointExists { dir: PathBuf },
 
-    #[error("checkpoint file {} cannot be used ({why}); save the checkpoint again with `s5_gpt train --save`", path.display())]
+    #[error(
+        "checkpoint file {} cannot be used ({why}); save the checkpoint again with `s5_gpt train --save`",
+        shown(path)
+    )]
     CheckpointFile { path: PathBuf, why: String },
 
-    #[error("checkpoint {}: config.json does not match the saved tensors ({why}); its files come from different runs, so save the checkpoint again", dir.display())]
+    #[error(
+        "checkpoint {}: config.json does not match the saved tensors ({why}); its files come from different runs, so save the checkpoint again",
+        shown(dir)
+    )]
     CheckpointMismatch { dir: PathBuf, why: String },
 
-    #[error("the vocabulary of {} ({data} symbols) is not the one checkpoint {} was trained on ({saved} symbols); pass that text with --data", data_path.display(), dir.display())]
+    #[error(
+        "the vocabulary of {} ({data} symbols) is not the one checkpoint {} was trained on ({saved} symbols); pass that text with --data",
+        shown(data_path),
+        shown(dir)
+    )]
     VocabularyMismatch {
         data_path: PathBuf,
         dir: PathBuf,
@@ -87,7 +131,10 @@ pub enum GptError {
     )]
     LossNotFinite { step: usize, loss: f32, lr: f64 },
 
-    #[error("cannot write {}: {source}; check that its folder exists and is writable, or choose another path", path.display())]
+    #[error(
+        "cannot write {}: {source}; check that its folder exists and is writable, or choose another path",
+        shown(path)
+    )]
     Write {
         path: PathBuf,
         source: std::io::Error,

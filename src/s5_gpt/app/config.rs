@@ -9,7 +9,7 @@ use crate::s5_gpt::backend::{Backend, Lesson};
 use crate::s5_gpt::data::{CharDataset, default_data_path};
 #[cfg(not(target_arch = "wasm32"))]
 use crate::s5_gpt::data::{DATA_FILE, DATA_SHA256};
-use crate::s5_gpt::error::GptError;
+use crate::s5_gpt::error::{GptError, shown};
 use crate::s5_gpt::fast::{Fast, team};
 use crate::s5_gpt::train::{Recipe, Trainer};
 
@@ -196,7 +196,7 @@ impl Config {
             if let Some(dir) = path.as_deref().and_then(Path::parent)
                 && !(dir.as_os_str().is_empty() || dir.is_dir())
             {
-                let dir = dir.display();
+                let dir = shown(dir);
                 let why = format!(
                     "{flag}: the folder {dir} does not exist; create it or choose another path"
                 );

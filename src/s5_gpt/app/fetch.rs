@@ -86,7 +86,10 @@ pub enum FetchError {
     },
 
     /// The file (or its folder) could not be written.
-    #[error("cannot write {} while downloading {url}: {source}; check the folder's permissions and free space, run data/fetch.sh, or pass --data PATH", path.display())]
+    #[error(
+        "cannot write {} while downloading {url}: {source}; check the folder's permissions and free space, run data/fetch.sh, or pass --data PATH",
+        crate::s5_gpt::error::shown(path)
+    )]
     Write {
         url: String,
         path: PathBuf,
@@ -115,7 +118,7 @@ fn url_or_default(var: Option<String>) -> String {
 pub fn fetch(url: &str, dest: &Path, sha256: &str, progress: bool) -> Result<(), FetchError> {
     eprintln!(
         "downloading Tiny Shakespeare from {url} to {} (1.1 MB, once)",
-        dest.display()
+        crate::s5_gpt::error::shown(dest)
     );
     let part = part_path(dest);
     let fetched = download(url, dest, &part, sha256, progress);

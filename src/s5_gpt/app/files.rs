@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 use crate::s5_gpt::data::DATA_SHA256;
-use crate::s5_gpt::error::GptError;
+use crate::s5_gpt::error::{GptError, shown};
 
 /// Writes `path.tmp`, flushes it to disk, and renames it over `path`: a crash or Ctrl-C never
 /// leaves half a file, and a failed write leaves the old file, if any, untouched.
@@ -56,7 +56,7 @@ pub fn corpus_warning(path: &Path) -> Option<String> {
     (sha256_hex(&bytes) != DATA_SHA256).then(|| {
         format!(
             "warning: {} is not the Tiny Shakespeare of data/fetch.sh (its sha256 differs), so the numbers will not be the book's; run data/fetch.sh for a clean copy",
-            path.display()
+            shown(path)
         )
     })
 }
