@@ -255,6 +255,32 @@ fn formulas(text: &str) -> Vec<&str> {
     found
 }
 
+/// Places in `text` where a formula opens or closes with one backslash (`\(`): Markdown reads that
+/// as an escaped parenthesis, and the formula shows as plain text.
+fn lone_delimiters(text: &str) -> Vec<usize> {
+    let bytes = text.as_bytes();
+    (1..bytes.len())
+        .filter(|&i| matches!(bytes[i], b'(' | b')' | b'[' | b']') && bytes[i - 1] == b'\\')
+        .filter(|&i| i < 2 || bytes[i - 2] != b'\\')
+        .collect()
+}
+
+#[test]
+fn every_formula_opens_and_closes_with_two_backslashes() {
+    assert!(lone_delimiters(r"the logits \\(\ell\\), the row \\[ x \\]").is_empty());
+    assert_eq!(lone_delimiters(r"the logits \(\ell\) and \(k\)").len(), 4);
+    for chapter in chapters() {
+        let text = fs::read_to_string(&chapter).unwrap();
+        let lone = lone_delimiters(&text);
+        let name = chapter.file_name().unwrap().to_str().unwrap().to_string();
+        assert!(
+            lone.is_empty(),
+            "{name}: a formula delimiter with one backslash near byte {}; write \\\\( … \\\\)",
+            lone[0]
+        );
+    }
+}
+
 #[test]
 fn formulas_are_plain_tex() {
     // mdbook-katex renders each formula before Markdown reads the page, so a formula is TeX as written:
