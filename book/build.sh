@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The book with its panels, in one command: `bash book/build.sh` (from anywhere).
 #
-# 1. the page's WebAssembly (book/play/) and its JavaScript glue, into book/src/play/pkg/, and a
+# 1. the page's WebAssembly (book/play/) and its JavaScript glue, into book/src/play/pkg/, a
 #    second build with relaxed SIMD (the fused lanes of `fast::wasm_fma`) into book/src/play/pkg/relaxed/,
-#    which the page loads where the browser validates relaxed SIMD;
+#    which the page loads where the browser validates relaxed SIMD, and a third with relaxed SIMD and
+#    shared memory (atomics: the training team's helpers as Web Workers) into book/src/play/pkg/threads/,
+#    which it loads where the page is also cross-origin isolated;
 # 2. the trained model the stage-5 panel samples from, made by the crate itself (the chapter's run,
 #    `s5_gpt train --save`), into book/src/play/data/checkpoint/;
 # 3. the corpus the stage-5 panel trains on, copied to book/src/play/data/;
@@ -23,18 +25,28 @@ step() { printf '\n==> %s\n' "$*"; }
 # Each wasm build goes to its own target folder, so that it never rebuilds the native one or the other.
 wasm_target_dir=target/wasm
 relaxed_target_dir=target/wasm-relaxed
+threads_target_dir=target/wasm-threads
 wasm_out=wasm32-unknown-unknown/release/attention_play.wasm
 
 # Builds book/play for wasm32 into the target folder $1, with the target features $2 added to
 # .cargo/config.toml's (which has +simd128): with rustup's target if it is installed, else with a
 # Rust whose standard library source is installed (Debian's rustc-web and rust-web-src) and
 # -Zbuild-std. Returns 2, saying why, if neither is there; a failed build stops the script.
+# Shared memory (+atomics) needs a standard library built with it, so only the second route has it.
 build_wasm() {
     local target_dir=$1 features=${2:-}
     local extra=()
+    local flags="'-C','target-feature=$features'"
+    # Shared memory: imported (the helpers' instances get the trainer's), with room to grow, and the
+    # thread-local storage that wasm-bindgen sets up for each instance.
+    local link
+    [[ $features == *atomics* ]] && for link in --shared-memory --import-memory --max-memory=1073741824 \
+        --export=__wasm_init_tls --export=__tls_size --export=__tls_align --export=__tls_base; do
+        flags+=",'-C','link-arg=$link'"
+    done
     # --config adds to the config file's rustflags (arrays are joined), keeping its --cfg.
-    [ -n "$features" ] && extra=(--config "target.wasm32-unknown-unknown.rustflags=['-C','target-feature=$features']")
-    if rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; then
+    [ -n "$features" ] && extra=(--config "target.wasm32-unknown-unknown.rustflags=[$flags]")
+    if [[ $features != *atomics* ]] && rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; then
         cargo build --release --target wasm32-unknown-unknown -p attention-play \
             --target-dir "$target_dir" "${extra[@]}" || exit 1
         return
@@ -43,7 +55,11 @@ build_wasm() {
     local sysroot
     sysroot=$("$rustc" --print sysroot 2>/dev/null) || sysroot=
     if [ ! -x "$cargo" ] || [ ! -f "$sysroot/lib/rustlib/src/rust/library/Cargo.lock" ]; then
-        echo "no wasm32 target: run \`rustup target add wasm32-unknown-unknown\` (the panels need it)" >&2
+        if [[ $features == *atomics* ]]; then
+            echo "no Rust standard library source for a shared-memory build (Debian's rust-web-src); the page trains on one thread" >&2
+        else
+            echo "no wasm32 target: run \`rustup target add wasm32-unknown-unknown\` (the panels need it)" >&2
+        fi
         return 2
     fi
     # A linker for wasm32: the system Rust's own, else rustup's, else one on PATH.
@@ -78,13 +94,19 @@ bind_wasm() {
     wasm-bindgen --target web --out-dir "$2" "$1" || exit 1
 }
 
-step "the page's WebAssembly: float64 lanes (every browser), then fused lanes (relaxed SIMD)"
+step "the page's WebAssembly: float64 lanes (every browser), fused lanes (relaxed SIMD), then fused lanes on every core"
 rm -rf "$play/pkg" # never an old build beside new pages
 if build_wasm "$wasm_target_dir" && bind_wasm "$wasm_target_dir/$wasm_out" "$play/pkg" &&
     build_wasm "$relaxed_target_dir" +relaxed-simd &&
     bind_wasm "$relaxed_target_dir/$wasm_out" "$play/pkg/relaxed"; then
-    for wasm in "$play/pkg/attention_play_bg.wasm" "$play/pkg/relaxed/attention_play_bg.wasm"; do
-        echo "$wasm: $(wc -c <"$wasm") bytes"
+    # Without this one the page trains on one thread, and says so.
+    if build_wasm "$threads_target_dir" +relaxed-simd,+atomics,+bulk-memory; then
+        bind_wasm "$threads_target_dir/$wasm_out" "$play/pkg/threads"
+    else
+        echo "warning: the book is built without its shared-memory WebAssembly" >&2
+    fi
+    for wasm in "$play"/pkg/{,relaxed/,threads/}attention_play_bg.wasm; do
+        [ -f "$wasm" ] && echo "$wasm: $(wc -c <"$wasm") bytes"
     done
 else
     rm -rf "$play/pkg"

@@ -11,6 +11,7 @@
 //   s5_gpt.html?train=300&seed=N&qkv&heads=N&residual&layer-norm&dropout=P&mask-value=V
 //                                 &test adds the test loss at the end (the whole chapter's run always does)
 //   &kernel=f64                   on any page: the exact float64 product kernel, even where fused lanes work
+//   &threads=N                    on any page: train on N threads (1: the builds without shared memory)
 //   s5_gpt.html?generate&prompt=…&temperature=T&top-k=K&sample-seed=S&sample-len=N
 //   s5_gpt.html?probs=…&temperature=T&top-k=K    the next character's distribution (`generate --probs`)
 // A panel sets data-state on its element: "idle", "running", "paused", "done", "error" or "unavailable";
@@ -38,6 +39,9 @@
         const options = new URLSearchParams();
         if (PARAMS.get("kernel") === "f64") {
             options.set("kernel", "f64");
+        }
+        if (/^[1-9][0-9]?$/.test(PARAMS.get("threads") || "")) {
+            options.set("threads", PARAMS.get("threads"));
         }
         const text = options.toString();
         return text ? "?" + text : "";
@@ -134,7 +138,12 @@
         }
 
         /** Calls op in the worker; resolves to {value, ms}, ms being the time the export took. */
-        timed(op, ...args) {
+        async timed(op, ...args) {
+            if (!this.worker) {
+                // A worker started before the page is isolated could not share memory, and one
+                // started before a reload into isolation would be thrown away (theme/isolation.js).
+                await (window.attentionIsolation && window.attentionIsolation.ready);
+            }
             return new Promise((resolve, reject) => {
                 if (!this.worker) {
                     this.start();
@@ -156,6 +165,13 @@
             this.worker = null;
             this.pending.clear();
         }
+    }
+
+    /** "1 thread", and why, e.g. "1 thread: the page is not cross-origin isolated (opened from disk)". */
+    function oneThreadLine(why) {
+        const isolation = window.attentionIsolation || {};
+        const reason = t("isolation_" + (isolation.reason || "failed"));
+        return why ? t("threads_why_" + why, { reason: reason }) : t("threads_one");
     }
 
     /** The one line a panel shows for an error. */
@@ -425,8 +441,10 @@
 
     /** One training run in its own worker, with its own losses, samples and curve. */
     class TrainRun {
-        constructor(flags, label, colour) {
+        /** `threads`: this run's share of the machine's cores. */
+        constructor(flags, label, colour, threads) {
             this.flags = flags;
+            this.threadsWanted = threads;
             this.label = label;
             this.colour = colour;
             this.engine = new Engine();
@@ -441,12 +459,14 @@
         }
 
         async open() {
-            const { header, steps, total, kernel, threads } = await this.engine.call("trainer_new", this.flags);
+            const { header, steps, total, kernel, threads, oneThread } = await this.engine.call("trainer_new", this.flags,
+                this.threadsWanted);
             this.header = header.endsWith("\n") ? header : header + "\n";
             this.steps = steps;
             this.total = total;
             this.kernel = kernel; // the product kernel the worker chose: "fused" or "f64"
             this.threads = threads;
+            this.oneThread = oneThread; // for one thread, why (a key of threads_why_…)
             this.lossesPre.textContent = this.header;
         }
 
@@ -751,8 +771,10 @@
         async open() {
             this.stopRuns();
             this.status.textContent = t("status_loading");
-            this.runs = this.maskValues().map((v, k) =>
-                new TrainRun(this.flags(v), t("mask_run", { value: v }), CURVE_COLOURS[k]));
+            const values = this.maskValues();
+            const share = Math.max(1, Math.floor((navigator.hardwareConcurrency || 1) / values.length));
+            this.runs = values.map((v, k) =>
+                new TrainRun(this.flags(v), t("mask_run", { value: v }), CURVE_COLOURS[k], share));
             this.boxes.replaceChildren(...this.runs.map((run) => {
                 run.box.replaceChildren(
                     this.runs.length > 1 ? el("div", { class: "play-run-label", style: "color:" + run.colour },
@@ -776,7 +798,7 @@
         /** Which product kernel and how many threads the first run trains with. */
         showEngine(run) {
             const kernel = t(run.kernel === "fused" ? "kernel_fused" : "kernel_f64");
-            const threads = run.threads === 1 ? t("threads_one") : t("threads_many", { n: run.threads });
+            const threads = run.threads > 1 ? t("threads_many", { n: run.threads }) : oneThreadLine(run.oneThread);
             this.engineLine.textContent = t("engine", { kernel: kernel, threads: threads });
             this.node.dataset.kernel = run.kernel;
             this.node.dataset.threads = String(run.threads);

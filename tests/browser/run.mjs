@@ -2,8 +2,9 @@
 //
 // Usage (from the crate root, after `bash book/build.sh`):
 //   node tests/browser/run.mjs            the checks (.ci/run runs this)
-//   node tests/browser/run.mjs --speed 5  only the training speed: 5 runs of 1,000 steps per product
-//                                         kernel (fused lanes, then &kernel=f64), their medians
+//   node tests/browser/run.mjs --speed 5  only the training speed: 5 runs of 1,000 steps per path
+//                                         (the page's own choice, &kernel=f64, &threads=1 and both),
+//                                         their medians
 //   node tests/browser/run.mjs --only stages train   some groups of checks (see main)
 //
 // It serves book/book/ from a loopback port, opens the pages in headless Chromium (Debian's, at
@@ -17,8 +18,9 @@
 // - stage 5: `s5_gpt.html?train=100` writes into <pre class="play-losses"> the file that
 //   `s5_gpt --max-steps 100 --loss-csv F` writes, for the tutorial's model and for sequel models
 //   (English edition; one run in the Chinese one), the tutorial's model and one sequel model on each
-//   product kernel the page can be made to take (its own choice, fused lanes where the browser has
-//   relaxed SIMD, and `&kernel=f64`), each reporting the kernel it took; `&test` adds the test loss,
+//   path the page can be made to take (its own choice, fused lanes where the browser has relaxed SIMD
+//   on every core where the page is cross-origin isolated; `&kernel=f64`; `&threads=1`; both), each
+//   reporting the kernel and the threads it took, several where it may; `&test` adds the test loss,
 //   which is the `loss:` line of `s5_gpt --max-steps 100`; "Train the whole chapter" starts the
 //   chapter's run (its flags, all of its steps); 300 steps once, past the panel's first sample,
 //   which is the chapter's sample after 200 steps; Start, Pause and Go on by hand change nothing, and
@@ -32,7 +34,7 @@
 // - bad input (a seed out of range, heads that do not divide the width, a prompt character outside
 //   the vocabulary) shows the command line's one-line message in the panel;
 // - the labels are complete in both languages, and each edition shows its own;
-// - fma_self_check() finds no mismatch, on each product kernel; built without the WebAssembly, or opened from file://, a
+// - fma_self_check() finds no mismatch, on each path; built without the WebAssembly, or opened from file://, a
 //   panel says in one line what to do;
 // - the training speed at the tutorial's size is printed, with the kernel (not asserted: the machine is
 //   shared).
@@ -184,12 +186,13 @@ async function openBrowser(origin) {
     const context = await browser.newContext();
     const requests = [];
     context.on("request", (request) => requests.push(request.url()));
-    await installServiceWorker(context, origin);
-    return { browser, context, requests, origin };
+    const { isolated, cores } = await installServiceWorker(context, origin);
+    return { browser, context, requests, origin, isolated, cores };
 }
 
 /** Lets the book's service worker (book/src/coi-sw.js) install and the first page reload once under it,
- * so that no check's page is reloaded halfway; later pages of `context` start cross-origin isolated. */
+ * so that no check's page is reloaded halfway; later pages of `context` start cross-origin isolated.
+ * Resolves to {isolated, cores}: whether they are, and the cores the browser reports. */
 async function installServiceWorker(context, origin) {
     const page = await context.newPage();
     await page.goto(origin + "/index.html");
@@ -198,9 +201,11 @@ async function installServiceWorker(context, origin) {
         try {
             await page.waitForFunction(() => window.attentionIsolation, null, { timeout: TIMEOUT });
             const state = await page.evaluate(() => window.attentionIsolation.ready
-                .then(({ isolated, reason }) => ({ isolated, reason })));
-            console.log(`pages cross-origin isolated: ${state.isolated ? "yes" : "no (" + state.reason + ")"}`);
-            break;
+                .then(({ isolated, reason }) => ({ isolated, reason, cores: navigator.hardwareConcurrency })));
+            console.log(`pages cross-origin isolated: ${state.isolated ? "yes" : "no (" + state.reason + ")"}; ` +
+                `${state.cores} cores`);
+            await page.close();
+            return state;
         } catch (error) {
             if (attempt === 3) {
                 throw error;
@@ -208,7 +213,6 @@ async function installServiceWorker(context, origin) {
             await page.waitForLoadState("load");
         }
     }
-    await page.close();
 }
 
 /** Opens a page and waits until the panel matched by `selector` has finished (done, error, …). */
@@ -269,19 +273,22 @@ function trainParams(flags) {
 
 // The product kernels a page can be made to take: its own choice (fused lanes where relaxed SIMD
 // validates and rounds once), and the exact float64 lanes.
-const KERNELS = [["", "its own choice"], ["kernel=f64", "f64"]];
+// The page's paths: which product kernel, on how many threads. The same bits on each.
+const PATHS = [["", "its own choice"], ["kernel=f64", "f64"], ["threads=1", "one thread"],
+    ["kernel=f64&threads=1", "f64 on one thread"]];
 
 async function trainChecks(b) {
-    console.log("stage 5: the panel's losses are the native --loss-csv, on each product kernel");
+    console.log("stage 5: the panel's losses are the native --loss-csv, on each path (kernel, threads)");
     const sequel = ["--heads", "4", "--residual", "--layer-norm", "--dropout", "0.1"];
     const runs = [
-        ["", 100, [], KERNELS],
-        ["", 100, sequel, KERNELS],
-        ["", 100, ["--qkv", "--mask-value", "0"], [KERNELS[0]]],
-        ["zh-CN/", 100, [], [KERNELS[0]]],
-        ["", 300, [], [KERNELS[0]]],
+        ["", 100, [], PATHS],
+        ["", 100, sequel, PATHS],
+        ["", 100, ["--qkv", "--mask-value", "0"], [PATHS[0]]],
+        ["zh-CN/", 100, [], [PATHS[0]]],
+        ["", 300, [], [PATHS[0]]],
     ];
-    const kernelsTaken = new Set();
+    const pathsTaken = new Set();
+    const isolated = b.isolated;
     for (const [edition, steps, flags, kernels] of runs) {
         const want = nativeLosses(steps, flags);
         for (const [kernelParam] of kernels) {
@@ -295,20 +302,25 @@ async function trainChecks(b) {
             const rate = await page.getAttribute(panel, "data-steps-per-second");
             const kernel = await page.getAttribute(panel, "data-kernel");
             const threads = await page.getAttribute(panel, "data-threads");
-            kernelsTaken.add(kernel);
-            const forced = kernelParam === "kernel=f64";
-            check(state === "done" && got === want && errors.length === 0 && (!forced || kernel === "f64"),
+            pathsTaken.add(`${kernel} on ${threads}`);
+            const forced = kernelParam.includes("kernel=f64");
+            // One thread where the address says so; several wherever shared memory can be had.
+            const threadsRight = kernelParam.includes("threads=1") ? threads === "1"
+                : threads === String(isolated ? b.cores : 1);
+            check(state === "done" && got === want && errors.length === 0 && (!forced || kernel === "f64") &&
+                threadsRight,
                 `${edition || "en/"}s5_gpt?${params.join("&")}: ${steps} loss lines equal (kernel ${kernel}, ` +
                 `${threads} thread(s), ${rate} steps/s in the panel, ${seconds.toFixed(1)} s for the page)`,
                 state !== "done" ? `state ${state}: ${message} ${errors.join(" ")}` :
-                    got !== want ? firstDifference(got, want) : `${errors.join("\n")} kernel ${kernel}`);
+                    got !== want ? firstDifference(got, want) :
+                        `${errors.join("\n")} kernel ${kernel}, ${threads} thread(s) (isolated: ${isolated})`);
             if (steps >= 200) {
                 await sampleCheck(page, steps, flags);
             }
             await page.close();
         }
     }
-    console.log(`  product kernels taken: ${[...kernelsTaken].join(" and ")}`);
+    console.log(`  paths taken (kernel on threads): ${[...pathsTaken].join(", ")}`);
     await testLossCheck(b);
     await wholeChapterCheck(b);
 }
@@ -590,13 +602,13 @@ async function labelChecks(b) {
 
 async function fmaCheck(b) {
     console.log("the page's product kernels against a correctly rounded fmaf");
-    for (const [kernelParam, what] of KERNELS) {
+    for (const [kernelParam, what] of PATHS) {
         const page = await b.context.newPage();
         await page.goto(b.origin + "/s5_gpt.html" + (kernelParam ? "?" + kernelParam : ""));
         await page.waitForFunction(() => window.attentionPlay);
         const mismatches = await page.evaluate(() => window.attentionPlay.call("fma_self_check", 1000000, 1));
         const info = await page.evaluate(() => window.attentionPlay.call("engine_info"));
-        check(mismatches === 0 && (kernelParam === "" || info.kernel === "f64"),
+        check(mismatches === 0 && (!kernelParam.includes("kernel=f64") || info.kernel === "f64"),
             `${what}: the ${info.build} build chose kernel ${info.kernel}; fma_self_check(1000000, 1) = ` +
             `${mismatches}`);
         await page.close();
@@ -629,14 +641,15 @@ async function fileChecks(b) {
  * rate inside Trainer.run (loading excluded) and from the click, and their medians.
  */
 async function speed(b, runs, steps) {
-    console.log(`training speed at the tutorial's size: ${runs} runs of ${steps} steps per kernel in headless ` +
-        "Chromium");
+    console.log(`training speed at the tutorial's size: ${runs} runs of ${steps} steps per path in headless ` +
+        `Chromium (${b.cores} cores)`);
     const panel = ".play-panel[data-play=train]";
     const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-    for (const [kernelParam, what] of KERNELS) {
+    for (const [kernelParam, what] of PATHS) {
         const rates = [];
         const walls = [];
         let kernel = null;
+        let threads = null;
         for (let i = 0; i < runs; i++) {
             const page = await b.context.newPage();
             await page.goto(b.origin + "/s5_gpt.html" + (kernelParam ? "?" + kernelParam : ""));
@@ -649,14 +662,16 @@ async function speed(b, runs, steps) {
             const wall = (Date.now() - start) / 1000;
             const rate = Number(await page.getAttribute(panel, "data-steps-per-second"));
             kernel = await page.getAttribute(panel, "data-kernel");
+            threads = await page.getAttribute(panel, "data-threads");
             rates.push(rate);
             walls.push(steps / wall);
-            console.log(`  ${what}, run ${i + 1}: kernel ${kernel}, ${rate.toFixed(1)} steps/s inside ` +
+            console.log(`  ${what}, run ${i + 1}: kernel ${kernel} on ${threads} thread(s), ` +
+                `${rate.toFixed(1)} steps/s inside ` +
                 `Trainer.run, ${(steps / wall).toFixed(1)} steps/s from the click to the last step ` +
                 `(${wall.toFixed(1)} s)`);
             await page.close();
         }
-        console.log(`  ${what} (kernel ${kernel}), median: ${median(rates).toFixed(1)} steps/s inside ` +
+        console.log(`  ${what} (kernel ${kernel} on ${threads} thread(s)), median: ${median(rates).toFixed(1)} steps/s inside ` +
             `Trainer.run, ${median(walls).toFixed(1)} steps/s from the click`);
     }
 }

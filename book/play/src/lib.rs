@@ -15,6 +15,7 @@
 //! | [`Sampler`] | `s5_gpt generate --checkpoint DIR …` (also `--probs`), its stdout |
 //! | [`fma_self_check`] | the fast layer's fused multiply-add on WebAssembly, checked |
 //! | [`choose_kernel`], [`kernel`] | which product kernel trains: fused lanes or exact float64 |
+//! | [`serve_as_helper`], [`threads`] | `--threads N`: the helper threads, as Web Workers |
 //!
 //! An error is thrown as a JavaScript `Error` whose message is the line the command line prints on
 //! stderr (`error: …`). Of a flag error the command line prints more lines after it (clap's usage
@@ -25,9 +26,12 @@
 //! flags as `s5_gpt` declares them ([`RecipeArgs`], [`Cli`]), their limits ([`Config::check`]), the
 //! checkpoint reader ([`checkpoint::from_bytes`]), `generate`'s checks ([`sample`]) and the loss
 //! CSV's line ([`loss_csv_line`]). Copies of those would drift from the command line; the tool's
-//! native-only parts (download, progress bar, Ctrl-C, helper threads) are not in this build.
+//! native-only parts (download, progress bar, Ctrl-C) are not in this build.
 //!
-//! `bash book/build.sh` builds it with `wasm-bindgen --target web` into `book/src/play/pkg/`.
+//! `bash book/build.sh` builds it with `wasm-bindgen --target web` into `book/src/play/pkg/`, and
+//! twice more: with relaxed SIMD (`pkg/relaxed/`), and with relaxed SIMD and shared memory
+//! (`pkg/threads/`), where Web Workers that call [`serve_as_helper`] become the training team's
+//! helpers.
 
 use std::fmt::Display;
 use std::path::Path;
@@ -42,7 +46,7 @@ use attention_from_scratch::s5_gpt::app::config::{Config, SAMPLE_LEN};
 use attention_from_scratch::s5_gpt::app::files::{LOSS_CSV_HEADER, loss_csv_line};
 use attention_from_scratch::s5_gpt::app::sample::{probs, sample};
 use attention_from_scratch::s5_gpt::data::{CharDataset, DATA_FILE};
-use attention_from_scratch::s5_gpt::fast::wasm_fma;
+use attention_from_scratch::s5_gpt::fast::{team, wasm_fma};
 use attention_from_scratch::s5_gpt::generate::{Sampling, generate};
 use attention_from_scratch::s5_gpt::tape::Tape;
 use attention_from_scratch::s5_gpt::train::Trainer as LessonTrainer;
@@ -253,8 +257,9 @@ impl Trainer {
         if n == 0 {
             return Ok(lines);
         }
-        self.trainer
-            .train(|t| {
+        let trainer = &mut self.trainer;
+        on_every_thread(|| {
+            trainer.train(|t| {
                 let s = t.losses.len() - 1;
                 lines.push_str(&loss_csv_line(s, t.lrs[s], t.losses[s]));
                 if s + 1 < stop {
@@ -263,14 +268,15 @@ impl Trainer {
                     std::ops::ControlFlow::Break(())
                 }
             })
-            .map_err(fail)?;
+        })
+        .map_err(fail)?;
         Ok(lines)
     }
 
     /// The mean loss over the test batches now, as the chapter's run prints it after `loss: `
     /// (the lesson's [`test`](LessonTrainer::test), without dropout).
     pub fn test_loss(&mut self) -> String {
-        self.trainer.test(|| ()).mean().to_string()
+        on_every_thread(|| self.trainer.test(|| ()).mean().to_string())
     }
 
     /// Steps trained so far.
@@ -428,4 +434,24 @@ pub fn choose_kernel(fused: bool) -> String {
 #[wasm_bindgen]
 pub fn kernel() -> String {
     wasm_fma::kernel().name().to_string()
+}
+
+/// Runs `f` with the calling thread and every helper the page started (none outside the shared
+/// memory build): `s5_gpt --threads N`, whose bits are the same for every N.
+fn on_every_thread<R>(f: impl FnOnce() -> R) -> R {
+    team::with_team(0, f).expect("the page's team starts no thread of its own")
+}
+
+/// Makes the calling Web Worker one of the training team's helpers (the shared memory build, where
+/// the worker instantiated this module with the trainer's memory). It never returns: the worker
+/// takes pieces of each step until the page closes it.
+#[wasm_bindgen]
+pub fn serve_as_helper() {
+    team::serve()
+}
+
+/// The threads a training step is shared among: the calling thread and the helpers serving so far.
+#[wasm_bindgen]
+pub fn threads() -> usize {
+    on_every_thread(team::threads)
 }

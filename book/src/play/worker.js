@@ -6,11 +6,15 @@
 // where error is the export's one-line message and kind tells a bad input ("input") from a missing file
 // ("missing"), a missing build ("unavailable") and a crash of the WebAssembly itself ("crash").
 //
-// Two builds sit in pkg/: pkg/relaxed/ has relaxed SIMD, whose f32x4.relaxed_madd gives the product
-// kernel's fused lanes; pkg/ runs everywhere, with the exact float64 lanes. The worker loads the relaxed
-// one where the browser validates relaxed SIMD, and the crate then checks at start-up that the
-// instruction rounds once before it uses it (choose_kernel). Both give the same bits. The worker's own
-// URL may say kernel=f64, which forces the float64 lanes (the page passes its own parameter on).
+// Three builds sit in pkg/: pkg/relaxed/ has relaxed SIMD, whose f32x4.relaxed_madd gives the product
+// kernel's fused lanes; pkg/threads/ has it too, and shared memory, so that helper workers (helper.js)
+// take pieces of each training step as the native helper threads do; pkg/ runs everywhere, with the
+// exact float64 lanes on one thread. The worker loads the threads build where the browser validates
+// relaxed SIMD and the page is cross-origin isolated (theme/isolation.js), else the relaxed one where
+// it validates relaxed SIMD, else pkg/. The crate then checks at start-up that the instruction rounds
+// once before it uses it (choose_kernel). Every build, kernel and thread count gives the same bits.
+// The worker's own URL may say kernel=f64, which forces the float64 lanes, and threads=N, which
+// trains on N threads (1: without shared memory); the page passes its own parameters on.
 
 const OPTIONS = new URL(self.location.href).searchParams;
 
@@ -25,9 +29,15 @@ const RELAXED_PROBE = new Uint8Array([
     0xfd, 0x85, 0x02, 0x0b, // f32x4.relaxed_madd (0xfd 0x105), end
 ]);
 
+// Where the threads build is: its glue, and its WebAssembly, which helpers instantiate again.
+const THREADS_GLUE = new URL("./pkg/threads/attention_play.js", import.meta.url);
+const THREADS_WASM = new URL("./pkg/threads/attention_play_bg.wasm", import.meta.url);
+
 let play = null; // the wasm front's exports, once loaded
-let build = null; // "relaxed" or "float64": which of the two builds was loaded
+let build = null; // "threads", "relaxed" or "float64": which of the three builds was loaded
 let kernel = null; // the product kernel chosen at start-up: "fused" or "f64"
+let shared = null; // the threads build's {module, memory}, which a helper needs
+let oneThread = null; // why training runs on one thread: a key of play-labels.js' threads_why_…
 let trainer = null; // the one Trainer of this worker (a panel starts one worker per run)
 let sampler = null; // the one Sampler of this worker
 
@@ -39,8 +49,19 @@ async function load() {
         return play;
     }
     const fusedWanted = OPTIONS.get("kernel") !== "f64";
+    const relaxed = WebAssembly.validate(RELAXED_PROBE);
     let module = null;
-    if (fusedWanted && WebAssembly.validate(RELAXED_PROBE)) {
+    oneThread = OPTIONS.get("threads") === "1" ? "forced" : !relaxed ? "no_relaxed"
+        : self.crossOriginIsolated !== true ? "not_isolated" : null;
+    if (!oneThread) {
+        module = await importShared().catch((e) => {
+            console.warn("the shared-memory build did not load:", e);
+            return null;
+        });
+        build = module ? "threads" : null;
+        oneThread = module ? null : "no_build";
+    }
+    if (!module && fusedWanted && relaxed) {
         module = await importBuild("./pkg/relaxed/attention_play.js").catch(() => null);
         build = module ? "relaxed" : null;
     }
@@ -57,6 +78,48 @@ async function load() {
     kernel = module.choose_kernel(fusedWanted);
     play = module;
     return play;
+}
+
+/** The threads build's glue, instantiated with a shared memory that helpers can be given. */
+async function importShared() {
+    const module = await import(THREADS_GLUE);
+    const compiled = await WebAssembly.compileStreaming(fetch(THREADS_WASM));
+    const exports = await module.default({ module_or_path: compiled });
+    shared = { module: compiled, memory: exports.memory };
+    return module;
+}
+
+/**
+ * Starts helpers until training runs on `wanted` threads (the calling one and helpers), and resolves
+ * to the threads it runs on. A helper that fails to start is left out (the team needs none).
+ */
+async function startHelpers(wanted) {
+    if (!shared) {
+        return 1;
+    }
+    const starting = [];
+    for (let n = play.threads(); n < wanted; n++) {
+        starting.push(new Promise((resolve) => {
+            const failed = (message) => resolve(console.warn("a helper did not start:", message));
+            try {
+                const helper = new Worker(new URL("./helper.js", import.meta.url), { type: "module" });
+                helper.onmessage = (event) => (event.data.ok ? resolve() : failed(event.data.error));
+                helper.onerror = (event) => failed(event.message);
+                helper.postMessage({ glue: THREADS_GLUE.href, ...shared });
+            } catch (e) {
+                failed(e && e.message); // no workers inside workers here
+            }
+        }));
+    }
+    await Promise.all(starting);
+    // A helper says it is ready just before it counts itself in: wait for the count (a moment).
+    for (let tries = 0; play.threads() < wanted && tries < 100; tries++) {
+        await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    if (play.threads() === 1 && wanted > 1) {
+        oneThread = "no_helpers";
+    }
+    return play.threads();
 }
 
 /** One build's glue, with its WebAssembly instantiated. */
@@ -80,18 +143,25 @@ const ops = {
     s1_query: (query) => play.s1_query(query),
     stage_weights: (stage, seed, knob) => play.stage_weights(stage, seed, knob),
     fma_self_check: (n, seed) => play.fma_self_check(n, seed),
-    // What trains here: the build loaded, the product kernel it chose and the threads it runs on.
-    engine_info: () => ({ build, kernel, threads: 1 }),
+    // What trains here: the build loaded, the product kernel it chose, the threads it runs on and, for
+    // one thread, why.
+    engine_info: () => ({ build, kernel, threads: threadCount(), oneThread: threadCount() > 1 ? null : oneThread }),
 
-    async trainer_new(flags) {
+    // `threads`: how many threads this run may train on (0: as many as the machine has cores).
+    async trainer_new(flags, threads) {
         const corpus = await fetchFile("data/tinyshakespeare.txt", "text");
         if (trainer) {
             trainer.free();
         }
         trainer = null;
         trainer = new play.Trainer(flags, corpus);
+        const wanted = Number(OPTIONS.get("threads")) || threads || navigator.hardwareConcurrency || 1;
+        if (wanted === 1 && !oneThread) {
+            oneThread = (navigator.hardwareConcurrency || 1) === 1 ? "one_core" : "shared_out";
+        }
+        const running = await startHelpers(wanted);
         return { header: play.Trainer.header(), steps: trainer.steps(), total: trainer.total_steps(),
-            kernel, threads: 1 };
+            kernel, threads: running, oneThread: running > 1 ? null : oneThread };
     },
     trainer_run: (n) => ({ lines: trainer.run(n), steps: trainer.steps() }),
     trainer_test_loss: () => trainer.test_loss(),
@@ -113,6 +183,11 @@ const ops = {
     probs: (prompt, temperature, topK) => sampler.probs(prompt, temperature, topK),
     attention: (prompt) => sampler.attention(prompt),
 };
+
+/** The threads a training step runs on now. */
+function threadCount() {
+    return play && play.threads ? play.threads() : 1;
+}
 
 /** The one-line message of whatever an export threw (wasm-bindgen throws an Error or a string). */
 function messageOf(e) {

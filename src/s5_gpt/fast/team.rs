@@ -12,15 +12,20 @@
 //! changes from run to run, but never what the item computes, so every thread count gives the same
 //! bits. A helper that the machine has not scheduled in time simply gets no items: the calling thread
 //! takes them all and does not wait.
+//!
+//! In the book's page (WebAssembly built with shared memory) the helpers are Web Workers that the
+//! page starts, each of which calls [`serve`]; a team there is the calling thread and the helpers
+//! served so far. Without them it is the calling thread alone.
 
 use std::cell::{Cell, RefCell};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long an idle helper spins before it sleeps.
+#[cfg_attr(target_arch = "wasm32", allow(dead_code))] // counted in rounds there (see `Spun`)
 const SPIN: Duration = Duration::from_micros(300);
 
 /// One job: called on the calling thread and on every helper that joins in time.
@@ -65,9 +70,9 @@ struct Team {
     helpers: Vec<JoinHandle<()>>,
 }
 
-impl Team {
-    fn new(threads: usize) -> std::io::Result<Team> {
-        let shared = Arc::new(Shared {
+impl Shared {
+    fn new() -> Shared {
+        Shared {
             state: AtomicU64::new(CLOSED),
             job: Mutex::new(None),
             finished: AtomicU64::new(0),
@@ -76,7 +81,15 @@ impl Team {
             sleep: Mutex::new(()),
             wake: Condvar::new(),
             stop: AtomicBool::new(false),
-        });
+        }
+    }
+}
+
+impl Team {
+    /// The calling thread and `threads − 1` helpers of its own.
+    #[cfg(not(target_arch = "wasm32"))]
+    fn new(threads: usize) -> std::io::Result<Team> {
+        let shared = Arc::new(Shared::new());
         let mut team = Team {
             threads,
             shared: shared.clone(),
@@ -134,6 +147,9 @@ impl Drop for WaitForHelpers<'_> {
 
 impl Drop for Team {
     fn drop(&mut self) {
+        if self.helpers.is_empty() {
+            return; // no helpers of its own (one thread, or the page's, which stay)
+        }
         self.shared.stop.store(true, SeqCst);
         self.shared.state.fetch_add(1 << 32, SeqCst);
         drop(self.shared.sleep.lock().unwrap());
@@ -176,12 +192,12 @@ fn join_job(shared: &Shared, generation: u64) -> bool {
 /// Spins until the job number moves past `seen`, sleeping if that takes longer than [`SPIN`].
 fn wait_for_job(shared: &Shared, seen: u64) -> u64 {
     let generation = || shared.state.load(SeqCst) >> 32;
-    let started = Instant::now();
+    let mut spun = Spun::start();
     loop {
         if spin_round(|| generation() != seen) {
             return generation();
         }
-        if started.elapsed() > SPIN {
+        if spun.long_enough() {
             let mut lock = shared.sleep.lock().unwrap();
             shared.sleeping.fetch_add(1, SeqCst);
             // Checked again under the lock: `run` moves to the next job before it looks for
@@ -192,6 +208,38 @@ fn wait_for_job(shared: &Shared, seen: u64) -> u64 {
             shared.sleeping.fetch_sub(1, SeqCst);
             return generation();
         }
+    }
+}
+
+/// Tells when an idle helper has spun for [`SPIN`]. WebAssembly in a page has no clock that
+/// `std` can read, so there it counts rounds of [`spin_round`] instead.
+struct Spun {
+    #[cfg(not(target_arch = "wasm32"))]
+    started: std::time::Instant,
+    #[cfg(target_arch = "wasm32")]
+    rounds: u32,
+}
+
+impl Spun {
+    fn start() -> Spun {
+        Spun {
+            #[cfg(not(target_arch = "wasm32"))]
+            started: std::time::Instant::now(),
+            #[cfg(target_arch = "wasm32")]
+            rounds: 0,
+        }
+    }
+
+    #[cfg(not(target_arch = "wasm32"))]
+    fn long_enough(&mut self) -> bool {
+        self.started.elapsed() > SPIN
+    }
+
+    /// About [`SPIN`]: a round is 64 atomic loads, a few hundred nanoseconds.
+    #[cfg(target_arch = "wasm32")]
+    fn long_enough(&mut self) -> bool {
+        self.rounds += 1;
+        self.rounds > 1_000
     }
 }
 
@@ -222,19 +270,16 @@ fn in_job<R>(f: impl FnOnce() -> R) -> R {
 }
 
 /// Runs `f` with a team of `threads` threads (the calling thread and `threads − 1` helpers) for the
-/// forks below; 0 means one per core.
+/// forks below; 0 means one per core. In the page, the helpers are those it started (see
+/// [`serve`]), and 0 means all of them.
 pub fn with_team<R>(threads: usize, f: impl FnOnce() -> R) -> std::io::Result<R> {
-    let threads = match threads {
+    #[cfg(target_arch = "wasm32")]
+    let team = Arc::new(page::team(threads));
+    #[cfg(not(target_arch = "wasm32"))]
+    let team = Arc::new(Team::new(match threads {
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
         n => n,
-    };
-    // WebAssembly in the book's page has one thread: every piece of work runs on the calling one.
-    let threads = if cfg!(target_arch = "wasm32") {
-        1
-    } else {
-        threads
-    };
-    let team = Arc::new(Team::new(threads)?);
+    })?);
     let previous = TEAM.replace(Some(team));
     struct Restore(Option<Option<Arc<Team>>>);
     impl Drop for Restore {
@@ -290,9 +335,52 @@ pub fn join<RA: Send, RB: Send>(
     (ra.unwrap(), rb.unwrap())
 }
 
+/// The helpers of the book's page: Web Workers that share this WebAssembly's memory, each blocked
+/// in [`serve`] for the life of the page. Every team of the page hands its work to them.
+#[cfg(target_arch = "wasm32")]
+mod page {
+    use super::*;
+    use std::sync::LazyLock;
+
+    /// What the page's teams and helpers share, and how many helpers serve.
+    static HELPERS: LazyLock<(Arc<Shared>, AtomicUsize)> =
+        LazyLock::new(|| (Arc::new(Shared::new()), AtomicUsize::new(0)));
+
+    /// A team of up to `threads` threads: the calling one and the helpers served so far (0 means all
+    /// of them).
+    pub fn team(threads: usize) -> Team {
+        let (shared, served) = &*HELPERS;
+        let available = 1 + served.load(SeqCst);
+        Team {
+            threads: match threads {
+                0 => available,
+                n => n.min(available),
+            },
+            shared: shared.clone(),
+            helpers: Vec::new(),
+        }
+    }
+
+    /// Counts the calling Web Worker as a helper, then takes work as it comes, forever. It needs
+    /// shared memory and a thread that may block (a worker, not the page's own).
+    pub fn serve() -> ! {
+        let (shared, served) = &*HELPERS;
+        served.fetch_add(1, SeqCst);
+        loop {
+            helper(shared);
+        }
+    }
+}
+
+/// Makes the calling thread (a Web Worker of the book's page sharing this memory) one of the
+/// page's helpers, for as long as the page lives: it never returns.
+#[cfg(target_arch = "wasm32")]
+pub use page::serve;
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Instant;
 
     #[test]
     fn every_item_runs_once_and_forks_inside_stay_on_their_thread() {
