@@ -24,7 +24,8 @@
 //   which is the `loss:` line of `s5_gpt --max-steps 100`; "Train the whole chapter" starts the
 //   chapter's run (its flags, all of its steps); 300 steps once, past the panel's first sample,
 //   which is the chapter's sample after 200 steps; Start, Pause and Go on by hand change nothing, and
-//   the mask values -1e9 and 0 side by side are the two native runs;
+//   the mask values -1e9 and 0 side by side are the two native runs; where service workers are
+//   blocked (so the page is not isolated), one thread, the panel saying why in one line;
 // - generation from the book's checkpoint equals `s5_gpt generate --checkpoint` with the same flags;
 // - `s5_gpt.html?probs=P&temperature=T&top-k=K` writes into <pre class="play-probs"> what
 //   `s5_gpt generate --checkpoint C --prompt P … --probs` prints, for prompts with a space and a line
@@ -323,6 +324,28 @@ async function trainChecks(b) {
     console.log(`  paths taken (kernel on threads): ${[...pathsTaken].join(", ")}`);
     await testLossCheck(b);
     await wholeChapterCheck(b);
+    await notIsolatedCheck(b);
+}
+
+/** Where the book's service worker cannot run, the page is not isolated: one thread, saying why, same bits. */
+async function notIsolatedCheck(b) {
+    const context = await b.browser.newContext({ serviceWorkers: "block" });
+    context.on("request", (request) => b.requests.push(request.url()));
+    const panel = ".play-panel[data-play=train]";
+    for (const [edition, reason] of [["", "cross-origin isolated page"], ["zh-CN/", "跨源隔离"]]) {
+        const page = await context.newPage();
+        await page.goto(`${b.origin}/${edition}s5_gpt.html?train=100`);
+        await page.waitForSelector(`${panel}[data-state=done]`, { timeout: TIMEOUT });
+        const got = await page.textContent(`${panel} pre.play-losses`);
+        const threads = await page.getAttribute(panel, "data-threads");
+        const line = ((await page.textContent(`${panel} .play-engine`)) || "").trim();
+        const want = nativeLosses(100, []);
+        check(got === want && threads === "1" && line.includes(reason) && !line.includes("\n"),
+            `${edition || "en/"}s5_gpt?train=100 without service workers: the native losses on one thread; "${line}"`,
+            got !== want ? firstDifference(got, want) : `threads ${threads}`);
+        await page.close();
+    }
+    await context.close();
 }
 
 /** The sample after step 200 is the one `s5_gpt --max-steps 200` prints after its test loss. */
