@@ -14,7 +14,7 @@
 //! takes them all and does not wait.
 //!
 //! In the book's page (WebAssembly built with shared memory) the helpers are Web Workers that the
-//! page starts, each of which calls [`serve`]; a team there is the calling thread and the helpers
+//! page starts, each of which calls `serve` (WebAssembly only); a team there is the calling thread and the helpers
 //! served so far. Without them it is the calling thread alone.
 
 use std::cell::{Cell, RefCell};
@@ -271,7 +271,7 @@ fn in_job<R>(f: impl FnOnce() -> R) -> R {
 
 /// Runs `f` with a team of `threads` threads (the calling thread and `threads − 1` helpers) for the
 /// forks below; 0 means one per core. In the page, the helpers are those it started (see
-/// [`serve`]), and 0 means all of them.
+/// `serve`), and 0 means all of them.
 pub fn with_team<R>(threads: usize, f: impl FnOnce() -> R) -> std::io::Result<R> {
     #[cfg(target_arch = "wasm32")]
     let team = Arc::new(page::team(threads));
