@@ -14,8 +14,8 @@
 //! takes them all and does not wait.
 //!
 //! In the book's page (WebAssembly built with shared memory) the helpers are Web Workers that the
-//! page starts, each of which calls `serve` (WebAssembly only); a team there is the calling thread and the helpers
-//! served so far. Without them it is the calling thread alone.
+//! page starts, each of which calls `serve` (WebAssembly only); a team there is the calling thread
+//! and the helpers served so far. Without them it is the calling thread alone.
 
 use std::cell::{Cell, RefCell};
 use std::panic::{AssertUnwindSafe, catch_unwind};
