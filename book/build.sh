@@ -32,7 +32,8 @@ wasm_out=wasm32-unknown-unknown/release/attention_play.wasm
 # .cargo/config.toml's (which has +simd128): with rustup's target if it is installed, else with a
 # Rust whose standard library source is installed (Debian's rustc-web and rust-web-src) and
 # -Zbuild-std. Returns 2, saying why, if neither is there; a failed build stops the script.
-# Shared memory (+atomics) needs a standard library built with it, so only the second route has it.
+# Shared memory (+atomics) needs a standard library built with it, so it takes the second route only:
+# with rustup's Rust where its rust-src component is installed, else with the system's.
 build_wasm() {
     local target_dir=$1 features=${2:-}
     local extra=()
@@ -52,11 +53,16 @@ build_wasm() {
         return
     fi
     local rustc=/usr/bin/rustc cargo=/usr/bin/cargo
+    if [[ $features == *atomics* ]] &&
+        [ -f "$(rustc --print sysroot 2>/dev/null)/lib/rustlib/src/rust/library/Cargo.lock" ]; then
+        rustc=$(rustup which rustc 2>/dev/null || command -v rustc)
+        cargo=$(rustup which cargo 2>/dev/null || command -v cargo)
+    fi
     local sysroot
     sysroot=$("$rustc" --print sysroot 2>/dev/null) || sysroot=
     if [ ! -x "$cargo" ] || [ ! -f "$sysroot/lib/rustlib/src/rust/library/Cargo.lock" ]; then
         if [[ $features == *atomics* ]]; then
-            echo "no Rust standard library source for a shared-memory build (Debian's rust-web-src); the page trains on one thread" >&2
+            echo "no Rust standard library source for a shared-memory build (\`rustup component add rust-src\`, or Debian's rust-web-src); the page trains on one thread" >&2
         else
             echo "no wasm32 target: run \`rustup target add wasm32-unknown-unknown\` (the panels need it)" >&2
         fi
