@@ -15,7 +15,7 @@
 //! | [`Sampler`] | `s5_gpt generate --checkpoint DIR …` (also `--probs`), its stdout |
 //! | [`fma_self_check`] | the fast layer's fused multiply-add on WebAssembly, checked |
 //! | [`choose_kernel`], [`kernel`] | which product kernel trains: fused lanes or exact float64 |
-//! | [`serve_as_helper`], [`threads`] | `--threads N`: the helper threads, as Web Workers |
+//! | `serve_as_helper`, [`threads`] | `--threads N`: the helper threads, as Web Workers |
 //!
 //! An error is thrown as a JavaScript `Error` whose message is the line the command line prints on
 //! stderr (`error: …`). Of a flag error the command line prints more lines after it (clap's usage
@@ -30,8 +30,8 @@
 //!
 //! `bash book/build.sh` builds it with `wasm-bindgen --target web` into `book/src/play/pkg/`, and
 //! twice more: with relaxed SIMD (`pkg/relaxed/`), and with relaxed SIMD and shared memory
-//! (`pkg/threads/`), where Web Workers that call [`serve_as_helper`] become the training team's
-//! helpers.
+//! (`pkg/threads/`), where Web Workers that call `serve_as_helper` (WebAssembly only) become the
+//! training team's helpers.
 
 use std::fmt::Display;
 use std::path::Path;
@@ -445,6 +445,7 @@ fn on_every_thread<R>(f: impl FnOnce() -> R) -> R {
 /// Makes the calling Web Worker one of the training team's helpers (the shared memory build, where
 /// the worker instantiated this module with the trainer's memory). It never returns: the worker
 /// takes pieces of each step until the page closes it.
+#[cfg(target_arch = "wasm32")]
 #[wasm_bindgen]
 pub fn serve_as_helper() {
     team::serve()
