@@ -222,7 +222,9 @@ async function openPanel(b, path, selector) {
     const errors = [];
     page.on("pageerror", (e) => errors.push(String(e)));
     page.on("console", (m) => m.type() === "error" && errors.push(m.text()));
-    await page.goto(b.origin + path);
+    // What is checked is the panel's end state, below; the page's load event (every image and font of
+    // the page) is not waited for, so that a slow subresource on a busy machine fails nothing.
+    await page.goto(b.origin + path, { waitUntil: "domcontentloaded", timeout: TIMEOUT });
     await page.waitForSelector(`${selector}[data-state="done"], ${selector}[data-state="error"], ` +
         `${selector}[data-state="unavailable"], ${selector}[data-state="paused"]`, { timeout: TIMEOUT });
     const state = await page.getAttribute(selector, "data-state");
