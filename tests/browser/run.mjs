@@ -400,13 +400,17 @@ async function wholeChapterCheck(b) {
 }
 
 /** Start, Pause and Go on by hand, and the two mask values side by side: the same losses still. */
+const BY_HAND_STEPS = 1000;
+
 async function trainByHandChecks(b) {
     console.log("stage 5 by hand: pausing changes nothing; -1e9 and 0 side by side");
     const panel = ".play-panel[data-play=train]";
     const page = await b.context.newPage();
     await page.goto(b.origin + "/s5_gpt.html");
     await page.waitForSelector(`${panel}[data-state=idle]`);
-    await page.fill(`${panel} .play-steps`, "100");
+    // Long enough that Pause lands mid-run on every core (two threads train 100 steps in well under
+    // a second).
+    await page.fill(`${panel} .play-steps`, String(BY_HAND_STEPS));
     await page.click(`${panel} .play-start`);
     await page.waitForFunction((p) => Number(document.querySelector(p).dataset.steps || 0) >= 20, panel,
         { timeout: TIMEOUT });
@@ -416,8 +420,9 @@ async function trainByHandChecks(b) {
     await page.click(`${panel} .play-start`); // Go on
     await page.waitForSelector(`${panel}[data-state=done]`, { timeout: TIMEOUT });
     const got = await page.textContent(`${panel} pre.play-losses`);
-    const want = nativeLosses(100, []);
-    check(got === want && pausedAt < 100, `paused at step ${pausedAt}, went on to 100: the same losses`,
+    const want = nativeLosses(BY_HAND_STEPS, []);
+    check(got === want && pausedAt < BY_HAND_STEPS,
+        `paused at step ${pausedAt}, went on to ${BY_HAND_STEPS}: the same losses`,
         got !== want ? firstDifference(got, want) : `paused at ${pausedAt}`);
 
     await page.fill(`${panel} .play-steps`, "60");
