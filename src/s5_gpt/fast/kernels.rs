@@ -599,13 +599,62 @@ fn pack_panel<const NR: usize>(
             b.row_stride, 1,
             "matmul: B must be row-major or a transpose"
         );
+        #[cfg(target_arch = "x86_64")]
+        let (cols, rows) = pack_eights::<NR>(packed, b, block.clone(), j0, width);
+        #[cfg(not(target_arch = "x86_64"))]
+        let (cols, rows) = (0, 0);
         for q in 0..width {
             let column = &b.data[(j0 + q) * b.col_stride..][block.clone()];
-            for (out, &v) in packed.chunks_exact_mut(NR).zip(column) {
+            let done = if q < cols { rows } else { 0 };
+            for (out, &v) in packed.chunks_exact_mut(NR).zip(column).skip(done) {
                 out[q] = v;
             }
         }
     }
+}
+
+/// The part of a transposed B's panel that whole 8 × 8 squares cover, each transposed in
+/// registers ([`tiles::transpose_8x8`]) where the CPU has AVX: how many of the panel's columns and
+/// rows it packed. [`pack_panel`] copies the rest one value at a time.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn pack_eights<const NR: usize>(
+    packed: &mut [f32],
+    b: Strided,
+    block: Range<usize>,
+    j0: usize,
+    width: usize,
+) -> (usize, usize) {
+    let (cols, rows) = (width / 8 * 8, block.len() / 8 * 8);
+    if cols == 0 || rows == 0 || tiles::lanes() == tiles::Lanes::Portable {
+        return (0, 0);
+    }
+    let last = (j0 + cols - 1) * b.col_stride + block.start + rows - 1;
+    assert!(
+        last < b.data.len(),
+        "matmul: B is too short for its strides"
+    );
+    assert!(
+        packed.len() >= rows * NR && cols <= NR,
+        "matmul: a short panel"
+    );
+    for p in (0..rows).step_by(8) {
+        for q in (0..cols).step_by(8) {
+            let src = &b.data[(j0 + q) * b.col_stride + block.start + p..];
+            // SAFETY: the CPU has AVX (AVX2 at least); the eight runs of eight from `src` end at or
+            // before `last`, and rows p..p + 8, columns q..q + 8 lie inside the panel (both
+            // checked above).
+            unsafe {
+                tiles::transpose_8x8(
+                    src.as_ptr(),
+                    b.col_stride,
+                    packed[p * NR + q..].as_mut_ptr(),
+                    NR,
+                )
+            };
+        }
+    }
+    (cols, rows)
 }
 
 /// The R rows of A that one tile multiplies, read in place through A's strides. (Copying them into

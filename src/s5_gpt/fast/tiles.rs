@@ -193,7 +193,7 @@ pub struct TileArgs {
 }
 
 #[cfg(target_arch = "x86_64")]
-pub use x86::{avx2, avx512};
+pub use x86::{avx2, avx512, transpose_8x8};
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
@@ -325,6 +325,48 @@ mod x86 {
                     };
                     _mm256_maskstore_ps(c_at(r, v), masks[v], sum);
                 }
+            }
+        }
+    }
+
+    /// Eight runs of eight values, `src + i·src_step` for i in 0..8, written transposed: value j of
+    /// run i goes to `dst + j·dst_step + i`. Packing a panel of a transposed B is this, over and
+    /// over: eight loads, 24 shuffles and eight stores in place of 64 loads and 64 scattered stores.
+    ///
+    /// # Safety
+    /// The CPU has AVX; the eight runs lie inside one slice and the eight rows of `dst` inside
+    /// another.
+    #[target_feature(enable = "avx")]
+    pub unsafe fn transpose_8x8(src: *const f32, src_step: usize, dst: *mut f32, dst_step: usize) {
+        // SAFETY: the caller's promise.
+        let run: [__m256; 8] =
+            std::array::from_fn(|i| unsafe { _mm256_loadu_ps(src.add(i * src_step)) });
+        // Pairs of runs interleaved: [a0 b0 a1 b1 | a4 b4 a5 b5] and [a2 b2 a3 b3 | a6 b6 a7 b7].
+        let pair = |i: usize| {
+            let (x, y) = (run[2 * i], run[2 * i + 1]);
+            (_mm256_unpacklo_ps(x, y), _mm256_unpackhi_ps(x, y))
+        };
+        let [(lo01, hi01), (lo23, hi23), (lo45, hi45), (lo67, hi67)] = std::array::from_fn(pair);
+        // Four runs' values j and j + 4 in each half: [a0 b0 c0 d0 | a4 b4 c4 d4], …
+        let quad = [
+            _mm256_shuffle_ps::<0x44>(lo01, lo23),
+            _mm256_shuffle_ps::<0xEE>(lo01, lo23),
+            _mm256_shuffle_ps::<0x44>(hi01, hi23),
+            _mm256_shuffle_ps::<0xEE>(hi01, hi23),
+        ];
+        let quad_hi = [
+            _mm256_shuffle_ps::<0x44>(lo45, lo67),
+            _mm256_shuffle_ps::<0xEE>(lo45, lo67),
+            _mm256_shuffle_ps::<0x44>(hi45, hi67),
+            _mm256_shuffle_ps::<0xEE>(hi45, hi67),
+        ];
+        for j in 0..4 {
+            let low = _mm256_permute2f128_ps::<0x20>(quad[j], quad_hi[j]); // value j of each run
+            let high = _mm256_permute2f128_ps::<0x31>(quad[j], quad_hi[j]); // value j + 4
+            // SAFETY: the caller's promise.
+            unsafe {
+                _mm256_storeu_ps(dst.add(j * dst_step), low);
+                _mm256_storeu_ps(dst.add((j + 4) * dst_step), high);
             }
         }
     }
