@@ -365,14 +365,7 @@ const NARROWER_CHILD: &str = "S5_LAYERS_NARROWER_CHILD";
 
 /// Everything the sequel adds to the tutorial's model, for the tests that train it.
 fn everything() -> Architecture {
-    Architecture {
-        qkv: true,
-        heads: 4,
-        residual: true,
-        layer_norm: true,
-        dropout: 0.1,
-        ..Architecture::default()
-    }
+    Architecture::everything(4, 0.1)
 }
 
 /// The tutorial's model and [`everything`], trained `steps` steps on the fast layer, as text.

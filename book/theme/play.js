@@ -167,7 +167,7 @@
         }
     }
 
-    /** "1 thread", and why, e.g. "1 thread: the page is not cross-origin isolated (opened from disk)". */
+    /** "1 thread", and why: the label `threads_why_<why>`, with isolation.js's reason where it names one. */
     function oneThreadLine(why) {
         const isolation = window.attentionIsolation || {};
         const reason = t("isolation_" + (isolation.reason || "failed"));

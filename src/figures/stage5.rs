@@ -164,14 +164,7 @@ fn tutorial_pass(tape: &mut Tape) -> (usize, GptConfig) {
 /// The full model of the next chapter's table (its last row: every addition, and dropout), its
 /// forward pass while training recorded on `tape`. Returns its flags and config.
 fn full_pass(tape: &mut Tape) -> (String, GptConfig) {
-    let full = Architecture {
-        qkv: true,
-        heads: 4,
-        residual: true,
-        layer_norm: true,
-        dropout: 0.1,
-        ..Architecture::default()
-    };
+    let full = Architecture::everything(4, 0.1);
     let flags = "--heads 4 --residual --layer-norm --dropout 0.1";
     let (b, config) = chapter_config(full);
     let seed = Recipe::default().seed;

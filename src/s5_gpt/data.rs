@@ -203,12 +203,12 @@ impl CharDataset {
 
     /// Token ids of a text, or an error naming every character outside the vocabulary.
     pub fn encode(&self, text: &str) -> Result<Vec<usize>, GptError> {
-        let mut unknown = Vec::new();
-        for ch in text.chars() {
-            if self.vocab.binary_search(&ch).is_err() && !unknown.contains(&ch) {
-                unknown.push(ch);
-            }
-        }
+        // Each unknown character once, in the order it first appears.
+        let mut seen = std::collections::HashSet::new();
+        let unknown: Vec<char> = text
+            .chars()
+            .filter(|ch| self.vocab.binary_search(ch).is_err() && seen.insert(*ch))
+            .collect();
         if !unknown.is_empty() {
             return Err(GptError::PromptCharacters { chars: unknown });
         }
@@ -292,5 +292,16 @@ mod tests {
         assert_eq!(ds.decode(&b.x[..4]), "hell");
         assert_eq!(ds.decode(&b.y[..4]), "ello");
         assert_eq!(ds.decode(&b.x[4..]), "llo ");
+    }
+
+    /// A prompt of many unknown characters gets a one-line error naming the first ten, at once.
+    #[test]
+    fn many_unknown_characters_are_counted_not_listed() {
+        let ds = CharDataset::from_text("hello world", 1, 4);
+        let prompt: String = ('\u{4e00}'..'\u{9fff}').chain("hello".chars()).collect();
+        let message = ds.encode(&prompt).unwrap_err().to_string();
+        assert!(message.contains("'一', '丁', '丂'"), "{message}");
+        assert!(message.contains(" and 20981 more;"), "{message}");
+        assert_eq!(message.lines().count(), 1);
     }
 }

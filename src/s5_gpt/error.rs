@@ -144,8 +144,13 @@ pub enum GptError {
     Output(#[from] std::io::Error),
 }
 
-/// `'é', '€'`: characters as a reader would type them, in order of first appearance.
+/// `'é', '€'`: characters as a reader would type them, in order of first appearance; past ten, the
+/// first ten and how many more, so that the message stays one line.
 fn quoted(chars: &[char]) -> String {
-    let quoted: Vec<String> = chars.iter().map(|c| format!("{c:?}")).collect();
-    quoted.join(", ")
+    const SHOWN: usize = 10;
+    let quoted: Vec<String> = chars.iter().take(SHOWN).map(|c| format!("{c:?}")).collect();
+    match chars.len() {
+        n if n > SHOWN => format!("{} and {} more", quoted.join(", "), n - SHOWN),
+        _ => quoted.join(", "),
+    }
 }

@@ -64,6 +64,19 @@ impl Default for Architecture {
 // ANCHOR_END: architecture
 
 impl Architecture {
+    /// Everything the tutorial's model leaves out: the projections, `heads` heads, residual
+    /// connections and LayerNorm, with `dropout` (the sequel's fullest rows).
+    pub fn everything(heads: usize, dropout: f64) -> Self {
+        Architecture {
+            qkv: true,
+            heads,
+            residual: true,
+            layer_norm: true,
+            dropout,
+            ..Architecture::default()
+        }
+    }
+
     /// D, the width of one head, for width C: stage 4's rule and error (the heads must divide C).
     pub fn head_dim(&self, c: usize) -> Result<usize, GptError> {
         head_dim(c, self.heads).map_err(GptError::HeadsDontDivide)

@@ -68,13 +68,7 @@ pub const ALL_OF_THEM: usize = 6;
 /// LayerNorm, all of them, all and dropout.
 pub fn variants() -> [Variant; 8] {
     let tutorial = Architecture::default();
-    let everything = Architecture {
-        qkv: true,
-        heads: 4,
-        residual: true,
-        layer_norm: true,
-        ..tutorial
-    };
+    let everything = Architecture::everything(4, 0.0);
     let variant = |[name, name_zh]: [&str; 2], flags: &str, architecture| Variant {
         name: name.to_string(),
         name_zh: name_zh.to_string(),

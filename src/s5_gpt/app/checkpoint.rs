@@ -552,13 +552,7 @@ mod tests {
 
     #[test]
     fn parameter_shapes_are_the_models() {
-        let full = Architecture {
-            qkv: true,
-            heads: 2,
-            residual: true,
-            layer_norm: true,
-            ..Architecture::default()
-        };
+        let full = Architecture::everything(2, 0.0);
         for architecture in [Architecture::default(), full] {
             let config = GptConfig {
                 vocab_size: 5,
