@@ -599,62 +599,62 @@ fn pack_panel<const NR: usize>(
             b.row_stride, 1,
             "matmul: B must be row-major or a transpose"
         );
-        #[cfg(target_arch = "x86_64")]
-        let (cols, rows) = pack_eights::<NR>(packed, b, block.clone(), j0, width);
-        #[cfg(not(target_arch = "x86_64"))]
-        let (cols, rows) = (0, 0);
-        for q in 0..width {
-            let column = &b.data[(j0 + q) * b.col_stride..][block.clone()];
-            let done = if q < cols { rows } else { 0 };
-            for (out, &v) in packed.chunks_exact_mut(NR).zip(column).skip(done) {
-                out[q] = v;
-            }
-        }
+        let (len, runs) = (block.len(), width);
+        let src = &b.data[j0 * b.col_stride + block.start..];
+        transposed_copy(packed, NR, src, b.col_stride, (runs, len));
     }
 }
 
-/// The part of a transposed B's panel that whole 8 × 8 squares cover, each transposed in
-/// registers ([`tiles::transpose_8x8`]) where the CPU has AVX: how many of the panel's columns and
-/// rows it packed. [`pack_panel`] copies the rest one value at a time.
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-fn pack_eights<const NR: usize>(
-    packed: &mut [f32],
-    b: Strided,
-    block: Range<usize>,
-    j0: usize,
-    width: usize,
-) -> (usize, usize) {
-    let (cols, rows) = (width / 8 * 8, block.len() / 8 * 8);
-    if cols == 0 || rows == 0 || tiles::lanes() == tiles::Lanes::Portable {
-        return (0, 0);
+/// `runs` runs of `len` values, run i from `src[i·src_step..]`, written transposed: value j of run
+/// i to `dst[j·dst_step + i]`. Whole 8 × 8 squares are transposed in AVX registers where the CPU
+/// has AVX2 ([`tiles::transpose_8x8`]: 8 loads and 8 stores where one value at a time takes 64
+/// of each), the edges one value at a time. A copy: no value changes.
+pub fn transposed_copy(
+    dst: &mut [f32],
+    dst_step: usize,
+    src: &[f32],
+    src_step: usize,
+    (runs, len): (usize, usize),
+) {
+    if runs == 0 || len == 0 {
+        return;
     }
-    let last = (j0 + cols - 1) * b.col_stride + block.start + rows - 1;
     assert!(
-        last < b.data.len(),
-        "matmul: B is too short for its strides"
+        (runs - 1) * src_step + len <= src.len() && (len - 1) * dst_step + runs <= dst.len(),
+        "transposed_copy: a run or a row of dst is out of bounds"
     );
-    assert!(
-        packed.len() >= rows * NR && cols <= NR,
-        "matmul: a short panel"
-    );
-    for p in (0..rows).step_by(8) {
-        for q in (0..cols).step_by(8) {
-            let src = &b.data[(j0 + q) * b.col_stride + block.start + p..];
-            // SAFETY: the CPU has AVX (AVX2 at least); the eight runs of eight from `src` end at or
-            // before `last`, and rows p..p + 8, columns q..q + 8 lie inside the panel (both
-            // checked above).
+    let (whole_runs, whole_len) = squares(runs, len);
+    #[cfg(target_arch = "x86_64")]
+    for i in (0..whole_runs).step_by(8) {
+        for j in (0..whole_len).step_by(8) {
+            // SAFETY: `squares` gives whole squares only where the CPU has AVX2; runs i..i + 8,
+            // values j..j + 8, and rows j..j + 8 of dst, columns i..i + 8, lie inside `src` and
+            // `dst` (checked above).
             unsafe {
                 tiles::transpose_8x8(
-                    src.as_ptr(),
-                    b.col_stride,
-                    packed[p * NR + q..].as_mut_ptr(),
-                    NR,
+                    src[i * src_step + j..].as_ptr(),
+                    src_step,
+                    dst[j * dst_step + i..].as_mut_ptr(),
+                    dst_step,
                 )
             };
         }
     }
-    (cols, rows)
+    for i in 0..runs {
+        let done = if i < whole_runs { whole_len } else { 0 };
+        for (j, &v) in src[i * src_step..][..len].iter().enumerate().skip(done) {
+            dst[j * dst_step + i] = v;
+        }
+    }
+}
+
+/// How many runs, and how many values of each, whole 8 × 8 squares cover: none without AVX2.
+#[inline(always)]
+fn squares(runs: usize, len: usize) -> (usize, usize) {
+    match tiles::lanes() {
+        tiles::Lanes::Portable => (0, 0),
+        _ => (runs / 8 * 8, len / 8 * 8),
+    }
 }
 
 /// The R rows of A that one tile multiplies, read in place through A's strides. (Copying them into
@@ -815,6 +815,17 @@ mod tests {
         let mut out = vec![0.0; x.len()];
         ops::transpose_forward(&mut out, x, (rows, cols));
         out
+    }
+
+    /// [`transposed_copy`] is the lesson's transpose, whole squares, edges and all.
+    #[test]
+    fn transposed_copy_is_the_lessons_transpose() {
+        for (rows, cols) in [(1, 1), (3, 5), (8, 8), (16, 24), (17, 9), (64, 32), (33, 65)] {
+            let x = values(rows * cols, 4);
+            let mut got = vec![f32::NAN; rows * cols];
+            transposed_copy(&mut got, rows, &x, cols, (rows, cols));
+            assert_eq!(got, transposed(&x, rows, cols), "{rows}×{cols}");
+        }
     }
 
     /// Every product the kernel can be asked for equals the lesson's, bit for bit, on 1 and 2

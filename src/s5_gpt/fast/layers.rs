@@ -6,7 +6,7 @@
 //! through exactly the operations the lesson does, in the same order. The bands only decide which
 //! thread computes an element, never how.
 
-use super::kernels::vectorised;
+use super::kernels::{transposed_copy, vectorised};
 use super::team;
 use crate::rng::numpy::NumpyRandom;
 use crate::s5_gpt::ops::{self, pairwise_sum_by};
@@ -132,10 +132,14 @@ pub fn add_backward(d_a: &mut [f32], d_b: &mut [f32], d_out: &[f32]) {
     });
 }
 
-/// The lesson's transpose of each (R, C) matrix, a band of matrices at a time.
+/// The lesson's transpose of each (R, C) matrix, a band of matrices at a time, in 8 × 8 squares
+/// ([`transposed_copy`]).
 pub fn transpose(out: &mut [f32], x: &[f32], (rows, cols): (usize, usize)) {
-    in_bands(out, x, rows * cols, |out, x| {
-        ops::transpose_forward(out, x, (rows, cols))
+    let size = rows * cols;
+    in_bands(out, x, size, |out, x| {
+        for (out, x) in out.chunks_exact_mut(size).zip(x.chunks_exact(size)) {
+            transposed_copy(out, rows, x, cols, (rows, cols)); // (C, R)
+        }
     });
 }
 
