@@ -441,24 +441,40 @@ pub fn pairwise_sum(a: &[f32]) -> f32 {
 /// [`pairwise_sum`] of `f(x)` for each `x` of `a`, without storing the `f(x)` first.
 #[inline(always)]
 pub fn pairwise_sum_by(a: &[f32], f: impl Fn(f32) -> f32 + Copy) -> f32 {
+    pairwise_tree(a, |block| pairwise_block(block, f))
+}
+
+/// The most values [`pairwise_block`] adds; longer arrays are split.
+pub const PAIRWISE_BLOCK: usize = 128;
+
+/// The halving: arrays longer than [`PAIRWISE_BLOCK`] are split in two (a multiple of 8 on the
+/// left) until each part is a block, and the blocks' sums `block_sum` are added back up the tree.
+pub fn pairwise_tree(a: &[f32], block_sum: impl Fn(&[f32]) -> f32 + Copy) -> f32 {
+    if a.len() <= PAIRWISE_BLOCK {
+        return block_sum(a);
+    }
+    let half = a.len() / 2;
+    let half = half - half % 8;
+    pairwise_tree(&a[..half], block_sum) + pairwise_tree(&a[half..], block_sum)
+}
+
+/// One block of at most [`PAIRWISE_BLOCK`] values: in order if fewer than 8, else eight running
+/// sums, combined as a tree, then the leftovers in order.
+#[inline(always)]
+pub fn pairwise_block(a: &[f32], f: impl Fn(f32) -> f32 + Copy) -> f32 {
     let n = a.len();
     if n < 8 {
-        a.iter().fold(0.0, |s, &x| s + f(x))
-    } else if n <= 128 {
-        let mut r: [f32; 8] = std::array::from_fn(|j| f(a[j]));
-        let whole = n - n % 8;
-        for block in a[8..whole].chunks_exact(8) {
-            for (rj, &x) in r.iter_mut().zip(block) {
-                *rj += f(x);
-            }
-        }
-        let head = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
-        a[whole..].iter().fold(head, |s, &x| s + f(x))
-    } else {
-        let half = n / 2;
-        let half = half - half % 8;
-        pairwise_sum_by(&a[..half], f) + pairwise_sum_by(&a[half..], f)
+        return a.iter().fold(0.0, |s, &x| s + f(x));
     }
+    let mut r: [f32; 8] = std::array::from_fn(|j| f(a[j]));
+    let whole = n - n % 8;
+    for block in a[8..whole].chunks_exact(8) {
+        for (rj, &x) in r.iter_mut().zip(block) {
+            *rj += f(x);
+        }
+    }
+    let head = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+    a[whole..].iter().fold(head, |s, &x| s + f(x))
 }
 // ANCHOR_END: pairwise_sum
 

@@ -22,7 +22,6 @@ use super::team;
 use super::tiles::TileArgs;
 use super::tiles::{self, Tile};
 pub use super::tiles::{AVX2_VAR, Lanes, PORTABLE_VAR, lanes};
-#[cfg(doc)]
 use crate::s5_gpt::ops;
 use std::cell::Cell;
 use std::marker::PhantomData;
@@ -752,6 +751,24 @@ pub fn vectorised<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
+/// [`ops::pairwise_sum_by`], each block compiled for the CPU's vectors. The lesson's halving is
+/// recursive, so it is never inlined into a vectorised loop, and its blocks would run as SSE2
+/// code: here a block of up to 128 values inlines into the caller, and each block of a longer
+/// array runs in [`vectorised`]. The same blocks in the same tree, so the same bits.
+#[inline(always)]
+pub fn pairwise_sum_by(a: &[f32], f: impl Fn(f32) -> f32 + Copy) -> f32 {
+    if a.len() <= ops::PAIRWISE_BLOCK {
+        return ops::pairwise_block(a, f);
+    }
+    let block_sum = |block: &[f32]| {
+        vectorised(
+            #[inline(always)]
+            || ops::pairwise_block(block, f),
+        )
+    };
+    ops::pairwise_tree(a, block_sum)
+}
+
 /// Below this |x| (2⁻¹⁴), `libm::expf(x)` is `1 + x`.
 const EXPF_TINY: u32 = 0x3900_0000;
 /// From this |x| (about 87.34) on, `libm::expf` takes its overflow and subnormal paths.
@@ -820,7 +837,15 @@ mod tests {
     /// [`transposed_copy`] is the lesson's transpose, whole squares, edges and all.
     #[test]
     fn transposed_copy_is_the_lessons_transpose() {
-        for (rows, cols) in [(1, 1), (3, 5), (8, 8), (16, 24), (17, 9), (64, 32), (33, 65)] {
+        for (rows, cols) in [
+            (1, 1),
+            (3, 5),
+            (8, 8),
+            (16, 24),
+            (17, 9),
+            (64, 32),
+            (33, 65),
+        ] {
             let x = values(rows * cols, 4);
             let mut got = vec![f32::NAN; rows * cols];
             transposed_copy(&mut got, rows, &x, cols, (rows, cols));

@@ -6,10 +6,10 @@
 //! through exactly the operations the lesson does, in the same order. The bands only decide which
 //! thread computes an element, never how.
 
-use super::kernels::{transposed_copy, vectorised};
+use super::kernels::{pairwise_sum_by, transposed_copy, vectorised};
 use super::team;
 use crate::rng::numpy::NumpyRandom;
-use crate::s5_gpt::ops::{self, pairwise_sum_by};
+use crate::s5_gpt::ops;
 
 /// Below this many values an op runs on the calling thread: waking a helper costs more.
 const PARALLEL_MIN_VALUES: usize = 1 << 14;

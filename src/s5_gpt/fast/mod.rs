@@ -23,11 +23,11 @@ pub mod timers;
 pub mod wasm_fma;
 
 use super::backend::{Backend, Lesson, Op, heads_shape, mkn, rows_cols};
-use super::ops::{self, PROB_FLOOR, pairwise_sum, pairwise_sum_by};
+use super::ops::{self, PROB_FLOOR};
 use super::optim::{self, AdamWStep};
 use super::tensor::{NodeId, Tensor};
 use crate::rng::numpy::NumpyRandom;
-use kernels::{Strided, matmul, matmul_batched, vectorised};
+use kernels::{Strided, matmul, matmul_batched, pairwise_sum_by, vectorised};
 use pool::Pool;
 
 /// The fast backend: the lesson's results from kernels, threads and reused buffers.
@@ -224,7 +224,7 @@ fn softmax_row(x: &[f32], out: &mut [f32]) {
             }
         }
     }
-    let sum = pairwise_sum(out);
+    let sum = pairwise_sum_by(out, |v| v);
     out.iter_mut().for_each(|o| *o /= sum);
 }
 
@@ -277,7 +277,7 @@ impl Fast {
         for ((log, p), &y) in logs.iter_mut().zip(probs.chunks_exact(v)).zip(targets) {
             *log = libm::logf(p[y].clamp(PROB_FLOOR, 1.0));
         }
-        let loss = 0.0 - pairwise_sum(&logs) / targets.len() as f32;
+        let loss = 0.0 - pairwise_sum_by(&logs, |v| v) / targets.len() as f32;
         self.pool.put(logs);
         loss
     }
