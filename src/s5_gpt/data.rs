@@ -201,7 +201,7 @@ impl CharDataset {
         self.windows(split).len()
     }
 
-    /// Token ids of a text, or an error naming every character outside the vocabulary.
+    /// Token ids of a text, or an error holding every character outside the vocabulary, each once.
     pub fn encode(&self, text: &str) -> Result<Vec<usize>, GptError> {
         // Each unknown character once, in the order it first appears.
         let mut seen = std::collections::HashSet::new();

@@ -449,6 +449,7 @@ pub const PAIRWISE_BLOCK: usize = 128;
 
 /// The halving: arrays longer than [`PAIRWISE_BLOCK`] are split in two (a multiple of 8 on the
 /// left) until each part is a block, and the blocks' sums `block_sum` are added back up the tree.
+/// Apart from the block so that the fast layer can sum each block in vector code.
 pub fn pairwise_tree(a: &[f32], block_sum: impl Fn(&[f32]) -> f32 + Copy) -> f32 {
     if a.len() <= PAIRWISE_BLOCK {
         return block_sum(a);

@@ -752,7 +752,7 @@ pub fn vectorised<R>(f: impl FnOnce() -> R) -> R {
 }
 
 /// [`ops::pairwise_sum_by`], each block compiled for the CPU's vectors. The lesson's halving is
-/// recursive, so it is never inlined into a vectorised loop, and its blocks would run as SSE2
+/// recursive, so it is not inlined into a vectorised loop, and its blocks would run as SSE2
 /// code: here a block of up to 128 values inlines into the caller, and each block of a longer
 /// array runs in [`vectorised`]. The same blocks in the same tree, so the same bits.
 #[inline(always)]
@@ -821,7 +821,6 @@ pub fn expf(x: f32) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::s5_gpt::ops;
 
     fn values(len: usize, seed: u32) -> Vec<f32> {
         let mut rng = crate::rng::numpy::NumpyRandom::seed(seed);

@@ -3,7 +3,8 @@
 //!
 //! | module | what it adds | why the bits stay the same |
 //! |---|---|---|
-//! | [`kernels`] | matrix products in 6×16 tiles over blocks of k, B packed panel by panel; AVX-512 or AVX2 loops, with FMA | each output still adds its terms in the lesson's order, each with one fused multiply-add |
+//! | [`kernels`] | matrix products in tiles over blocks of k, B packed panel by panel (a transposed B in 8×8 squares); AVX-512 or AVX2 loops, with FMA; pairwise sums a vector block at a time | each output still adds its terms in the lesson's order, each with one fused multiply-add; a sum keeps the lesson's blocks and tree |
+//! | [`tiles`] | the tile for each kind of core (12×32 or 8×32 AVX-512, 6×16 AVX2, plain), chosen at start-up | every tile adds the same terms to an output in the same order |
 //! | [`layers`] | scale, mask, heads, transpose, dropout and LayerNorm on the threads | each band runs the lesson's operations on whole rows, matrices or columns |
 //! | [`team`] | the calling thread plus spinning helpers | work is split only along independent outputs, never inside a sum |
 //! | [`pool`] | buffers reused from step to step | every buffer is overwritten in full before it is read |
