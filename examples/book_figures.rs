@@ -10,8 +10,9 @@ use std::process::ExitCode;
 use attention_from_scratch::cli::exit_code;
 use attention_from_scratch::figures::{self, Figure, trained};
 use attention_from_scratch::lang::Lang;
+use attention_from_scratch::s5_gpt;
 use attention_from_scratch::s5_gpt::app::files::write_atomic;
-use attention_from_scratch::s5_gpt::{self, GptError, app::Config};
+use attention_from_scratch::s5_gpt::app::{Config, error::ToolError};
 use clap::Parser;
 
 /// Draws the book's SVG pictures from the stages' own numbers into book/src/img/.
@@ -24,12 +25,12 @@ struct Args {
 }
 
 /// Writes `figure` into `book/src/img/`, whole or not at all.
-fn write(figure: &Figure) -> Result<(), GptError> {
+fn write(figure: &Figure) -> Result<(), ToolError> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("book/src/img")
         .join(&figure.file);
     let dir = path.parent().expect("a file in a folder");
-    std::fs::create_dir_all(dir).map_err(|source| GptError::Write {
+    std::fs::create_dir_all(dir).map_err(|source| ToolError::Write {
         path: dir.to_path_buf(),
         source,
     })?;
@@ -41,7 +42,7 @@ fn write(figure: &Figure) -> Result<(), GptError> {
 /// Trains stage 5 with the tutorial's settings, estimating the loss every 1,000 steps, and draws
 /// its curves, its learning rate and its next-character distributions, in both editions' words
 /// (about a minute in release).
-fn training_curves() -> Result<Vec<Figure>, GptError> {
+fn training_curves() -> Result<Vec<Figure>, ToolError> {
     let cfg = Config {
         progress: true,
         eval_every: trained::EVAL_EVERY,

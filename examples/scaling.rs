@@ -20,8 +20,8 @@ use attention_from_scratch::cli::exit_code;
 use attention_from_scratch::lang::Lang;
 use attention_from_scratch::s5_gpt::app::Config;
 use attention_from_scratch::s5_gpt::app::bench::{self, BenchReport};
-use attention_from_scratch::s5_gpt::error::GptError;
-use attention_from_scratch::s5_gpt::model::Architecture;
+use attention_from_scratch::s5_gpt::app::error::ToolError;
+use attention_from_scratch::s5_gpt::beyond::Architecture;
 use attention_from_scratch::s5_gpt::train::Recipe;
 use clap::Parser;
 
@@ -265,9 +265,9 @@ fn limit_note(lang: Lang, limit: &Option<Limit>, own: f64) -> String {
 }
 
 /// Both editions' tables, English first, from the same measurements.
-fn run(args: &Args) -> Result<[String; 2], GptError> {
+fn run(args: &Args) -> Result<[String; 2], ToolError> {
     let pytorch = match &args.pytorch {
-        Some(path) => pytorch_times(path).map_err(GptError::Config)?,
+        Some(path) => pytorch_times(path).map_err(ToolError::Config)?,
         None => vec![],
     };
     let before = torch_mm(args);

@@ -6,19 +6,21 @@ mod common;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 
-use attention_from_scratch::s5_gpt::GptError;
 use attention_from_scratch::s5_gpt::app::Config;
 use attention_from_scratch::s5_gpt::app::args::Cli;
-use attention_from_scratch::s5_gpt::app::checkpoint::{self, MODEL_FILE, OPTIMIZER_FILE};
+use attention_from_scratch::s5_gpt::app::checkpoint::{
+    self, MODEL_FILE, OPTIMIZER_FILE, TrainState,
+};
 use attention_from_scratch::s5_gpt::app::command::{self, Outcome};
+use attention_from_scratch::s5_gpt::app::error::ToolError;
 use attention_from_scratch::s5_gpt::app::files::corpus_warning;
-use attention_from_scratch::s5_gpt::data::default_data_path;
+use attention_from_scratch::s5_gpt::app::files::default_data_path;
 use clap::CommandFactory;
 use common::Scratch;
 use std::ops::ControlFlow;
 
 /// Runs `s5_gpt ARGS…` in-process; returns how it ended and what it printed.
-fn s5_gpt(args: &[&str]) -> Result<(Outcome, String), GptError> {
+fn s5_gpt(args: &[&str]) -> Result<(Outcome, String), ToolError> {
     let argv = std::iter::once("s5_gpt").chain(args.iter().copied());
     let cli = Cli::try_parse_args(argv).expect("the test's flags parse");
     let mut out = Vec::new();
@@ -117,7 +119,7 @@ fn a_checkpoint_holds_every_bit_of_the_trainer() {
     }
     let state = saved.train_state().unwrap();
     assert!(
-        state == trainer.state(),
+        state == TrainState::of(&trainer),
         "the saved state is the trainer's, bit for bit"
     );
 }

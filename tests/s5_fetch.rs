@@ -261,7 +261,7 @@ fn an_https_url_speaks_tls() {
 fn a_first_run_fetches_the_corpus_and_trains_on_it() {
     use attention_from_scratch::s5_gpt::app::Config;
     use attention_from_scratch::s5_gpt::app::config::find_or_fetch;
-    use attention_from_scratch::s5_gpt::data::default_data_path;
+    use attention_from_scratch::s5_gpt::app::files::default_data_path;
 
     let tiny_shakespeare =
         std::fs::read(default_data_path()).expect("Tiny Shakespeare: run data/fetch.sh");

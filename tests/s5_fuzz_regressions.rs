@@ -20,6 +20,7 @@ use attention_from_scratch::s5_gpt::app::checkpoint::{
     self, CONFIG_FILE, MAX_HEADER_BYTES, MODEL_FILE, OPTIMIZER_FILE,
 };
 use attention_from_scratch::s5_gpt::app::config::{Config, MAX_VOCABULARY};
+use attention_from_scratch::s5_gpt::app::error::ToolError;
 use attention_from_scratch::s5_gpt::error::GptError;
 use serde_json::Value;
 
@@ -124,7 +125,7 @@ fn a_corpus_of_every_character_is_refused() {
     assert!(
         matches!(
             error,
-            GptError::VocabularyTooLarge {
+            ToolError::VocabularyTooLarge {
                 symbols: 1_112_063,
                 max: MAX_VOCABULARY,
                 ..

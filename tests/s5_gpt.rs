@@ -7,14 +7,14 @@
 use attention_from_scratch::rng::numpy::NumpyRandom;
 use attention_from_scratch::rng::torch::Generator;
 use attention_from_scratch::s4_multihead::MultiHeadAttention;
+use attention_from_scratch::s5_gpt::app::error::ToolError;
+use attention_from_scratch::s5_gpt::app::files::default_data_path;
 use attention_from_scratch::s5_gpt::app::{self, Config};
-use attention_from_scratch::s5_gpt::data::default_data_path;
+use attention_from_scratch::s5_gpt::beyond::{Architecture, dropout_masks};
 use attention_from_scratch::s5_gpt::generate::{
     KvCache, Sampling, generate, generate_cached, sums_like_one_shorter,
 };
-use attention_from_scratch::s5_gpt::model::{
-    Architecture, dropout_masks, first_block_weights, first_context_moves,
-};
+use attention_from_scratch::s5_gpt::model::{first_block_weights, first_context_moves};
 use attention_from_scratch::s5_gpt::ops::MASK_VALUE;
 use attention_from_scratch::s5_gpt::train::{WARMUP_STEPS, train_step};
 use attention_from_scratch::s5_gpt::{
@@ -226,7 +226,7 @@ fn check_whole_model(architecture: Architecture, embedding_scale: f32) {
     };
     let (mut tape, model) = build(None);
     let mut params = tape.params().to_vec();
-    for id in [model.token_embedding, model.position_embedding] {
+    for id in [model.tok_emb, model.pos_emb] {
         let table = &mut params[id.0].data;
         table.iter_mut().for_each(|x| *x *= embedding_scale);
     }
@@ -407,14 +407,14 @@ fn the_attention_block_is_stage_4s_multi_head_attention() {
     };
     let mut tape = Tape::new();
     let model = Gpt::new(&mut tape, &mut NumpyRandom::seed(1), config);
-    let attention = &model.blocks[0].attention;
+    let attention = &model.blocks[0].attn;
     let [w_query, w_key, w_value] = attention.qkv.unwrap();
     let mut params: Vec<Vec<f32>> = tape.params().iter().map(|p| p.data.clone()).collect();
     for (ours, theirs) in [
         (w_query, &mha.w_query),
         (w_key, &mha.w_key),
         (w_value, &mha.w_value),
-        (attention.output, &mha.out_proj),
+        (attention.out, &mha.out_proj),
     ] {
         params[ours.weight.0] = theirs.weight.iter().copied().collect(); // (C, C), rows are outputs
         params[ours.bias.0] = theirs.bias.as_ref().unwrap().to_vec(); // (C)
@@ -908,7 +908,10 @@ fn missing_data_file_says_to_fetch_it() {
     let err = config_with_data("no/such/file.txt".as_ref())
         .trainer()
         .unwrap_err();
-    assert!(matches!(err, GptError::DataMissing { .. }));
+    assert!(matches!(
+        err,
+        ToolError::Lesson(GptError::DataMissing { .. })
+    ));
     let msg = err.to_string();
     assert!(
         msg.contains("no/such/file.txt") && msg.contains("data/fetch.sh") && !msg.contains('\n'),
@@ -925,7 +928,10 @@ fn binary_or_non_utf8_data_is_rejected() {
         let path = temp_file(name, bytes);
         let err = config_with_data(&path).trainer().unwrap_err();
         std::fs::remove_file(&path).ok();
-        assert!(matches!(err, GptError::DataNotText { .. }), "{name}: {err}");
+        assert!(
+            matches!(err, ToolError::Lesson(GptError::DataNotText { .. })),
+            "{name}: {err}"
+        );
         assert!(err.to_string().contains("data/fetch.sh"), "{err}");
     }
 }
@@ -935,7 +941,10 @@ fn a_directory_is_unreadable_data() {
     let err = config_with_data(&std::env::temp_dir())
         .trainer()
         .unwrap_err();
-    assert!(matches!(err, GptError::DataUnreadable { .. }), "{err}");
+    assert!(
+        matches!(err, ToolError::Lesson(GptError::DataUnreadable { .. })),
+        "{err}"
+    );
 }
 
 #[test]
@@ -943,7 +952,10 @@ fn short_data_is_rejected() {
     let path = temp_file("short", b"just a few words");
     let err = config_with_data(&path).trainer().unwrap_err();
     std::fs::remove_file(&path).ok();
-    assert!(matches!(err, GptError::DataTooShort { .. }), "{err}");
+    assert!(
+        matches!(err, ToolError::Lesson(GptError::DataTooShort { .. })),
+        "{err}"
+    );
 }
 
 #[test]
@@ -955,7 +967,7 @@ fn prompt_outside_the_vocabulary_fails_before_training() {
     let mut out = Vec::new();
     let err = app::run(&mut out, &cfg).unwrap_err();
     assert!(
-        matches!(&err, GptError::PromptCharacters { chars } if chars == &['¿']),
+        matches!(&err, ToolError::Lesson(GptError::PromptCharacters { chars }) if chars == &['¿']),
         "{err}"
     );
     assert!(!err.to_string().contains('\n'));
@@ -972,7 +984,7 @@ fn a_loss_csv_in_a_missing_folder_fails_before_training() {
         ..Config::default()
     };
     let err = cfg.trainer().unwrap_err();
-    assert!(matches!(err, GptError::Config(_)), "{err}");
+    assert!(matches!(err, ToolError::Config(_)), "{err}");
     assert!(err.to_string().contains("no/such/folder"), "{err}");
 }
 

@@ -24,8 +24,8 @@ use std::time::Duration;
 
 use attention_from_scratch::s5_gpt::app::args::Cli;
 use attention_from_scratch::s5_gpt::app::checkpoint::{CONFIG_FILE, MODEL_FILE, OPTIMIZER_FILE};
+use attention_from_scratch::s5_gpt::app::files::default_data_path;
 use attention_from_scratch::s5_gpt::app::files::sha256_hex;
-use attention_from_scratch::s5_gpt::data::default_data_path;
 use common::Scratch;
 use serde_json::{Value, json};
 

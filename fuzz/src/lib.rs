@@ -39,8 +39,9 @@ use attention_from_scratch::s5_gpt::app::config::{BENCH, Config, SAVE_EVERY, THR
 use attention_from_scratch::s5_gpt::app::files::sha256_hex;
 use attention_from_scratch::s5_gpt::app::sample::{sample, sampling};
 use attention_from_scratch::s5_gpt::backend::Lesson;
+use attention_from_scratch::s5_gpt::beyond::Architecture;
 use attention_from_scratch::s5_gpt::data::CharDataset;
-use attention_from_scratch::s5_gpt::model::{Architecture, Model};
+use attention_from_scratch::s5_gpt::model::Model;
 use attention_from_scratch::s5_gpt::tape::Tape;
 use attention_from_scratch::s5_gpt::train::Recipe;
 
@@ -128,7 +129,8 @@ impl TinyRun {
             .train(|_| ControlFlow::Continue(()))
             .expect("three steps");
         let saved = dir.join("checkpoint");
-        checkpoint::save(&saved, &trainer.state()).expect("a saved checkpoint");
+        checkpoint::save(&saved, &checkpoint::TrainState::of(&trainer))
+            .expect("a saved checkpoint");
         let read = |file: &str| std::fs::read(saved.join(file)).expect("a saved file");
         TinyRun {
             config: read(CONFIG_FILE),
@@ -249,7 +251,7 @@ pub fn optimizer_state(data: &[u8]) {
     };
     let mut trainer = cfg.trainer().expect("the tiny run's trainer");
     same_run(&trainer, &cfg, &saved).expect("the tiny run's own text");
-    trainer.restore(state);
+    state.restore(&mut trainer);
     // The next step's loss comes from the checkpoint's own weights, before AdamW's update.
     let before = trainer.losses.len();
     let trained = trainer.train(|_| ControlFlow::Break(()));
@@ -343,7 +345,8 @@ pub fn prompt(data: &[u8]) {
     let mut tape = Tape::with_backend(Box::new(Lesson));
     let model = saved.model(&mut tape, &mut NumpyRandom::seed(0));
     let window = &ids[ids.len().saturating_sub(model.context_size())..];
-    let maps = model.attention_maps(&mut tape, window);
+    let maps =
+        attention_from_scratch::figures::attention::attention_maps(&model, &mut tape, window);
     assert_eq!(maps.len(), model.blocks.len());
 }
 

@@ -9,7 +9,7 @@
 
 use std::path::Path;
 
-use attention_from_scratch::s5_gpt::data::default_data_path;
+use attention_from_scratch::s5_gpt::app::files::default_data_path;
 
 use crate::{CHAPTER_CONFIG, CHAPTER_MODEL, TINY_TEXT, TinyRun, args_input, checkpoint_input};
 

@@ -17,6 +17,7 @@ use crate::s4_multihead::MultiHeadAttention;
 use crate::s5_gpt::train::Estimate;
 use crate::{BookSeeds, Error};
 
+pub mod attention;
 mod draw;
 mod stage1;
 mod stage2;

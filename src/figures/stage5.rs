@@ -13,8 +13,9 @@ use crate::lang::Lang;
 use crate::plot::open_svg;
 use crate::rng::numpy::NumpyRandom;
 use crate::s5_gpt::backend::Op;
+use crate::s5_gpt::beyond::{Architecture, Gpt, GptConfig, dropout_masks};
 use crate::s5_gpt::data::CharDataset;
-use crate::s5_gpt::model::{Architecture, Gpt, GptConfig, TutorialGpt, dropout_masks};
+use crate::s5_gpt::model::TutorialGpt;
 use crate::s5_gpt::train::Recipe;
 use crate::s5_gpt::{NodeId, Tape, Tensor};
 
@@ -761,7 +762,8 @@ mod tests {
         let (b, config) = chapter_config(Architecture::default());
         assert_eq!(config.vocab_size, 65);
         if let Ok(text) = std::fs::read_to_string(
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(crate::s5_gpt::data::DATA_FILE),
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join(crate::s5_gpt::app::files::DATA_FILE),
         ) {
             let corpus = CharDataset::from_text(&text, b, config.context_size);
             assert_eq!(

@@ -102,6 +102,18 @@ impl Op {
         }
     }
 
+    /// The buffers the forward pass filled for the backward pass, handed over when the node is
+    /// dropped (an empty `Vec` holds no buffer, and an array needs no allocation).
+    pub fn into_buffers(self) -> [Vec<f32>; 2] {
+        match self {
+            Op::Gelu { tanh: kept, .. }
+            | Op::CrossEntropy { probs: kept, .. }
+            | Op::Dropout { mask: kept, .. } => [kept, vec![]],
+            Op::LayerNorm { mean, rstd, .. } => [mean, rstd],
+            _ => [vec![], vec![]],
+        }
+    }
+
     /// The tutorial's name for the op, for messages and for timing by op.
     pub fn name(&self) -> &'static str {
         match self {
@@ -132,9 +144,8 @@ pub trait Backend {
         vec![0.0; len]
     }
 
-    /// Takes back a finished node's value, gradient and op, for reuse (the lesson simply drops
-    /// them).
-    fn reclaim(&mut self, _value: Vec<f32>, _grad: Vec<f32>, _op: Op) {}
+    /// Takes back a buffer the tape no longer needs, for reuse (the lesson simply drops it).
+    fn recycle(&mut self, _buffer: Vec<f32>) {}
 
     /// Runs `op` on `values` (the tape so far) and writes the result into `out`.
     fn forward(&mut self, op: &mut Op, values: &[Tensor], out: &mut Tensor);

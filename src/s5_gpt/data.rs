@@ -16,32 +16,9 @@
 //! partial batch is dropped.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::error::GptError;
-
-/// The file the tutorial reads, where `data/fetch.sh` puts it.
-pub const DATA_FILE: &str = "data/tinyshakespeare.txt";
-
-/// The sha256 of that file, as `data/fetch.sh` checks it.
-pub const DATA_SHA256: &str = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed";
-
-/// Where to look when no path is given: `data/` of the current directory or of this crate, then the
-/// workspace's shared copy next to the crate. The first file that exists wins.
-pub fn default_data_path() -> PathBuf {
-    let crate_root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let candidates = [
-        PathBuf::from(DATA_FILE),
-        crate_root.join(DATA_FILE),
-        PathBuf::from("../shared").join(DATA_FILE),
-        crate_root.join("../shared").join(DATA_FILE),
-    ];
-    candidates
-        .iter()
-        .find(|p| p.is_file())
-        .unwrap_or(&candidates[0])
-        .clone()
-}
 
 /// Which half of the text a batch comes from (`dataset.train()` / `dataset.eval()`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -167,8 +144,8 @@ impl CharDataset {
         Ok(ds)
     }
 
-    /// A vocabulary without a text: enough to encode a prompt and decode a sample from a
-    /// checkpoint.
+    /// A vocabulary without a text: enough to encode a prompt and decode a sample of a saved
+    /// model.
     pub fn from_vocab(vocab: Vec<char>) -> Self {
         CharDataset {
             vocab,

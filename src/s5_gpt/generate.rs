@@ -108,8 +108,8 @@ impl KvCache {
     /// Logits (1, 1, V) of token `id` at position `len`, the only row computed: each block's
     /// attention reads the cached rows of the earlier positions, and the new row joins them.
     pub fn forward_one(&mut self, tape: &mut Tape, model: &TutorialGpt, id: usize) -> NodeId {
-        let token = tape.embedding(model.token_embedding, &[id], &[1, 1]); // (1, 1, C)
-        let position = tape.embedding(model.position_embedding, &[self.len], &[1]); // (1, C)
+        let token = tape.embedding(model.tok_emb, &[id], &[1, 1]); // (1, 1, C)
+        let position = tape.embedding(model.pos_emb, &[self.len], &[1]); // (1, C)
         let mut x = tape.add(token, position); // (1, 1, C)
         let (c, l) = (tape.value(x).last_dim(), self.len + 1);
         for (block, rows) in model.blocks.iter().zip(&mut self.rows) {
@@ -120,11 +120,11 @@ impl KvCache {
             let scores = tape.scale(scores, attention_scale(c)); // (1, 1, L): no future to mask
             let weights = tape.softmax(scores); // (1, 1, L)
             let context = tape.matmul(weights, kv); // (1, 1, C)
-            let h = block.attention_output.forward(tape, context); // (1, 1, C)
-            x = block.feed_forward.forward(tape, h); // (1, 1, C)
+            let h = block.attn_out.forward(tape, context); // (1, 1, C)
+            x = block.ff.forward(tape, h); // (1, 1, C)
         }
         self.len = l;
-        model.output.forward(tape, x) // (1, 1, V)
+        model.head.forward(tape, x) // (1, 1, V)
     }
 }
 // ANCHOR_END: exercise_kv_cache
@@ -139,7 +139,7 @@ impl KvCache {
         model: &TutorialGpt,
         window: &[usize],
     ) -> NodeId {
-        let tables = [model.token_embedding, model.position_embedding];
+        let tables = [model.tok_emb, model.pos_emb];
         let mut x = embed(tape, tables, window, 1); // (1, L, C)
         self.rows.clear();
         for block in &model.blocks {
@@ -147,7 +147,7 @@ impl KvCache {
             x = block.forward(tape, x); // (1, L, C)
         }
         self.len = window.len();
-        model.output.forward(tape, x) // (1, L, V)
+        model.head.forward(tape, x) // (1, L, V)
     }
 }
 

@@ -12,7 +12,7 @@
 //!
 //! | layer | modules | what it is |
 //! |---|---|---|
-//! | **lesson** (the book shows it) | [`tensor`], [`ops`], [`backend`], [`tape`], [`model`], [`data`], [`optim`], [`train`], [`generate`](mod@generate), [`baseline`], [`error`] | plain single-threaded Rust that defines every bit of a run |
+//! | **lesson** (the book shows it) | [`tensor`], [`ops`], [`backend`], [`tape`], [`model`], [`beyond`], [`data`], [`optim`], [`train`], [`generate`](mod@generate), [`baseline`], [`error`] | plain single-threaded Rust that defines every bit of a run |
 //! | **fast** (the default) | [`fast`] | product kernels, vector lanes, helper threads, buffer reuse and per-op timers that give the lesson's bits |
 //! | **tool** | [`app`] | the `s5_gpt` command line, the chapter run, checkpoints, progress, the corpus download and the benchmark |
 //!
@@ -28,14 +28,15 @@
 //! | [`train`] | the hyperparameters and `GPTTrainer.train` and `.test` |
 //! | [`generate`](mod@generate) | `GPTTrainer.generate` |
 //! | [`baseline`] | (not in the tutorial) a bigram model, the yardstick of the held-out curve |
+//! | [`beyond`] | (not in the tutorial) the sequel's model: [`beyond::Gpt`] |
 //!
-//! [`model::Gpt`] is the same model with an [`model::Architecture`], which adds back what the
+//! [`beyond::Gpt`] is the same model with an [`beyond::Architecture`], which adds back what the
 //! tutorial's model leaves out (Q/K/V projections, heads, residual connections, LayerNorm, dropout,
 //! and the mask's value); the book's chapter "What the tutorial's model leaves out" measures each,
 //! with [`app::ablation`]. With `Architecture::default()` it gives [`model::TutorialGpt`]'s bits.
 //!
-//! `s5_gpt --reference` runs everything on the lesson's [`backend::Lesson`]; without it, on
-//! [`fast::Fast`]. The two agree to the bit (`tests/s5_layers.rs`).
+//! A run computes on the lesson's [`backend::Lesson`] or, by default, on [`fast::Fast`] (the tool
+//! picks, [`app`]). The two agree to the bit (`tests/s5_layers.rs`).
 //!
 //! Expected figures with the tutorial's settings (batch 4, context 32, width 64, 2 blocks, lr 1e-3,
 //! 2 epochs = 31,368 steps, seed 42):
@@ -59,6 +60,7 @@
 pub mod app;
 pub mod backend;
 pub mod baseline;
+pub mod beyond;
 pub mod data;
 pub mod error;
 pub mod fast;
@@ -70,10 +72,11 @@ pub mod tape;
 pub mod tensor;
 pub mod train;
 
+pub use beyond::{Gpt, GptConfig};
 pub use data::{CharDataset, Split};
 pub use error::GptError;
 pub use generate::{Sampling, generate};
-pub use model::{Gpt, GptConfig, Model, TutorialGpt};
+pub use model::{Model, TutorialGpt};
 pub use optim::{AdamW, WarmupCosine};
 pub use tape::Tape;
 pub use tensor::{NodeId, Tensor};

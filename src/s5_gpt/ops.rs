@@ -224,43 +224,45 @@ pub fn gelu_backward(d_x: &mut [f32], d_out: &[f32], x: &[f32], tanh_out: &[f32]
 
 // ANCHOR: linear
 /// `Linear`: y = x·Wᵀ + b for N rows, with x (N, in), W (out, in) as in the tutorial, b (out), y
-/// (N, out). The bias is added after the whole sum, as `x @ W.T + b` does.
-pub fn linear_forward(y: &mut [f32], x: &[f32], w: &[f32], b: &[f32], n_in: usize) {
+/// (N, out) written to `out`. The bias is added after the whole sum, as `x @ W.T + b` does.
+pub fn linear_forward(out: &mut [f32], x: &[f32], w: &[f32], b: &[f32], n_in: usize) {
     let n_out = b.len();
-    for (y_row, x_row) in y.chunks_exact_mut(n_out).zip(x.chunks_exact(n_in)) {
-        for ((y, w_row), b) in y_row.iter_mut().zip(w.chunks_exact(n_in)).zip(b) {
+    for (out_row, x_row) in out.chunks_exact_mut(n_out).zip(x.chunks_exact(n_in)) {
+        for ((y, w_row), b) in out_row.iter_mut().zip(w.chunks_exact(n_in)).zip(b) {
             *y = dot(x_row.iter().copied(), w_row.iter().copied()) + b;
         }
     }
 }
 
-/// d_x = d_y·W, d_W = d_yᵀ·x, d_b = Σ over rows of d_y (each sum in order).
+/// d_x = d_out·W, d_W = d_outᵀ·x, d_b = Σ over rows of d_out (each sum in order).
 pub fn linear_backward(
     d_x: &mut [f32],
     d_w: &mut [f32],
     d_b: &mut [f32],
-    d_y: &[f32],
+    d_out: &[f32],
     x: &[f32],
     w: &[f32],
 ) {
     let (n_out, n_in) = (d_b.len(), d_w.len() / d_b.len());
-    for (d_x_row, d_y_row) in d_x.chunks_exact_mut(n_in).zip(d_y.chunks_exact(n_out)) {
+    for (d_x_row, d_out_row) in d_x.chunks_exact_mut(n_in).zip(d_out.chunks_exact(n_out)) {
         for (i, d) in d_x_row.iter_mut().enumerate() {
             *d = dot(
-                d_y_row.iter().copied(),
+                d_out_row.iter().copied(),
                 w[i..].iter().step_by(n_in).copied(),
             );
         }
     }
     for (o, d_w_row) in d_w.chunks_exact_mut(n_in).enumerate() {
         for (i, d) in d_w_row.iter_mut().enumerate() {
-            let (d_y_column, x_column) =
-                (d_y[o..].iter().step_by(n_out), x[i..].iter().step_by(n_in));
-            *d = dot(d_y_column.copied(), x_column.copied());
+            let (d_out_column, x_column) = (
+                d_out[o..].iter().step_by(n_out),
+                x[i..].iter().step_by(n_in),
+            );
+            *d = dot(d_out_column.copied(), x_column.copied());
         }
     }
     for (o, d) in d_b.iter_mut().enumerate() {
-        *d = d_y[o..].iter().step_by(n_out).fold(0.0, |sum, g| sum + g);
+        *d = d_out[o..].iter().step_by(n_out).fold(0.0, |sum, g| sum + g);
     }
 }
 // ANCHOR_END: linear
@@ -359,13 +361,13 @@ pub fn layer_norm_forward(
 // ANCHOR_END: layer_norm
 
 // ANCHOR: layer_norm_backward
-/// With x̂ = (x − μ)/σ and g = d_y·w, row by row: d_x = (g − mean(g) − x̂·mean(g·x̂))/σ;
-/// and d_w = Σ over rows of d_y·x̂, d_b = Σ over rows of d_y, added in order.
+/// With x̂ = (x − μ)/σ and g = d_out·w, row by row: d_x = (g − mean(g) − x̂·mean(g·x̂))/σ;
+/// and d_w = Σ over rows of d_out·x̂, d_b = Σ over rows of d_out, added in order.
 pub fn layer_norm_backward(
     d_x: &mut [f32],
     d_w: &mut [f32],
     d_b: &mut [f32],
-    d_y: &[f32],
+    d_out: &[f32],
     x: &[f32],
     w: &[f32],
     (mean, rstd): (&[f32], &[f32]),
@@ -376,15 +378,15 @@ pub fn layer_norm_backward(
     d_b.fill(0.0);
     let rows = d_x
         .chunks_exact_mut(c)
-        .zip(d_y.chunks_exact(c))
+        .zip(d_out.chunks_exact(c))
         .zip(x.chunks_exact(c));
-    for (((d_x, d_y), x), (&mean, &rstd)) in rows.zip(mean.iter().zip(rstd)) {
+    for (((d_x, d_out), x), (&mean, &rstd)) in rows.zip(mean.iter().zip(rstd)) {
         for k in 0..c {
             x_hat[k] = (x[k] - mean) * rstd;
-            g[k] = d_y[k] * w[k];
+            g[k] = d_out[k] * w[k];
             g_x_hat[k] = g[k] * x_hat[k];
-            d_w[k] += d_y[k] * x_hat[k];
-            d_b[k] += d_y[k];
+            d_w[k] += d_out[k] * x_hat[k];
+            d_b[k] += d_out[k];
         }
         let (g_mean, g_x_hat_mean) = (
             pairwise_sum(&g) / c as f32,

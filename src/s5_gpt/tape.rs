@@ -122,14 +122,18 @@ impl Tape {
             .drain(self.params..)
             .zip(self.grads.drain(self.params..));
         for ((value, grad), op) in nodes.zip(self.ops.drain(self.params..)) {
-            self.backend.reclaim(value.data, grad, op);
+            let [kept, more] = op.into_buffers();
+            for buffer in [value.data, grad, kept, more] {
+                self.backend.recycle(buffer);
+            }
         }
     }
 
-    /// `optimizer.zero_grad()`: every parameter's gradient becomes zero.
+    /// `optimizer.zero_grad()`: every parameter's gradient becomes zero (an empty gradient is
+    /// zero, and its buffer goes back to the backend).
     pub fn zero_grad(&mut self) {
         for grad in &mut self.grads[..self.params] {
-            self.backend.reclaim(std::mem::take(grad), vec![], Op::Leaf);
+            self.backend.recycle(std::mem::take(grad));
         }
     }
 
@@ -204,7 +208,7 @@ impl Tape {
         } else {
             grad.iter_mut().zip(&d).for_each(|(g, d)| *g += d);
         }
-        self.backend.reclaim(d, vec![], Op::Leaf);
+        self.backend.recycle(d);
     }
 
     /// `clip_grad_norm(max_norm)` over every parameter's gradient; returns the norm before
@@ -216,7 +220,7 @@ impl Tape {
     }
 
     /// `optimizer.step()`: one AdamW update of every parameter from its gradient.
-    pub fn update(&mut self, optimizer: &mut AdamW) {
+    pub fn step(&mut self, optimizer: &mut AdamW) {
         self.fill_empty_grads();
         let step = optimizer.next_step();
         let (params, grads) = (&mut self.values[..self.params], &self.grads[..self.params]);

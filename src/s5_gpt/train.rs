@@ -6,10 +6,11 @@ use std::ops::ControlFlow;
 use serde::{Deserialize, Serialize};
 
 use super::backend::Backend;
+use super::beyond::{Architecture, Gpt, GptConfig, dropout_masks};
 use super::data::{CharDataset, Split};
 use super::error::GptError;
 use super::generate::{Sampling, generate};
-use super::model::{Architecture, Gpt, GptConfig, Model, dropout_masks};
+use super::model::Model;
 use super::optim::{AdamW, WarmupCosine};
 use super::tape::Tape;
 use super::tensor::{NodeId, Tensor};
@@ -30,8 +31,7 @@ pub struct Recipe {
     pub context_size: usize,
     pub embedding_size: usize,
     pub blocks: usize,
-    /// What the model adds to the tutorial's; in a checkpoint's `config.json`, fields of this same
-    /// object.
+    /// What the model adds to the tutorial's; serialised flat, as fields of the recipe itself.
     #[serde(flatten)]
     pub architecture: Architecture,
     /// The peak learning rate; the schedule ends at a tenth of it.
@@ -72,7 +72,7 @@ pub fn train_step(
     let value = tape.value(loss).data[0];
     tape.backward(loss);
     tape.clip_grad_norm(MAX_GRAD_NORM);
-    tape.update(optimizer);
+    tape.step(optimizer);
     value
 }
 // ANCHOR_END: train_step
@@ -163,25 +163,6 @@ pub fn estimate(
     loss_sum / k as f64
 }
 // ANCHOR_END: estimate
-
-/// Everything a run needs to go on later, as plain data: what a checkpoint saves.
-#[derive(Clone, Debug, PartialEq)]
-pub struct TrainState {
-    pub recipe: Recipe,
-    /// The characters of the vocabulary, in token order.
-    pub vocab: Vec<char>,
-    /// Steps in the whole schedule (epochs × train batches).
-    pub total_steps: usize,
-    /// (name, value) of every parameter, in the tutorial's order.
-    pub weights: Vec<(String, Tensor)>,
-    /// AdamW's step count and moments.
-    pub adam_t: i32,
-    pub m: Vec<Vec<f32>>,
-    pub v: Vec<Vec<f32>>,
-    /// The loss and learning rate of every step so far.
-    pub losses: Vec<f32>,
-    pub lrs: Vec<f64>,
-}
 
 // ANCHOR: trainer
 /// The chapter's set-up and `GPTTrainer` in one place: dataset, model, optimiser, schedule and
@@ -310,7 +291,7 @@ impl Trainer {
 }
 // ANCHOR_END: trainer
 
-/// What the tool needs besides the lesson: counts, and a run's state to save and restore.
+/// Counts the tool and the chapter print.
 impl Trainer {
     /// The parameters in the tutorial's order.
     pub fn parameters(&self) -> &[Tensor] {
@@ -319,34 +300,5 @@ impl Trainer {
 
     pub fn parameter_count(&self) -> usize {
         self.parameters().iter().map(|p| p.data.len()).sum()
-    }
-
-    /// The run so far, as plain data.
-    pub fn state(&self) -> TrainState {
-        let names = self
-            .model
-            .named_parameters()
-            .into_iter()
-            .map(|(name, _)| name);
-        TrainState {
-            recipe: self.recipe,
-            vocab: self.dataset.vocab.clone(),
-            total_steps: self.schedule.total,
-            weights: names.zip(self.parameters().iter().cloned()).collect(),
-            adam_t: self.optimizer.t,
-            m: self.optimizer.m.clone(),
-            v: self.optimizer.v.clone(),
-            losses: self.losses.clone(),
-            lrs: self.lrs.clone(),
-        }
-    }
-
-    /// Continues a saved run of this same recipe: its weights, AdamW's state and the history, so
-    /// that the next step is the one an uninterrupted run would take.
-    pub fn restore(&mut self, state: TrainState) {
-        self.tape
-            .set_params(state.weights.iter().map(|(_, w)| &w.data[..]));
-        (self.optimizer.t, self.optimizer.m, self.optimizer.v) = (state.adam_t, state.m, state.v);
-        (self.losses, self.lrs) = (state.losses, state.lrs);
     }
 }

@@ -43,9 +43,10 @@ use attention_from_scratch::s1_simple::{self, JOURNEY, TOKENS};
 use attention_from_scratch::s5_gpt::app::args::{Cli, Command, GenerateArgs, RecipeArgs};
 use attention_from_scratch::s5_gpt::app::checkpoint::{self, Checkpoint};
 use attention_from_scratch::s5_gpt::app::config::{Config, SAMPLE_LEN};
+use attention_from_scratch::s5_gpt::app::files::DATA_FILE;
 use attention_from_scratch::s5_gpt::app::files::{LOSS_CSV_HEADER, loss_csv_line};
 use attention_from_scratch::s5_gpt::app::sample::{probs, sample};
-use attention_from_scratch::s5_gpt::data::{CharDataset, DATA_FILE};
+use attention_from_scratch::s5_gpt::data::CharDataset;
 use attention_from_scratch::s5_gpt::fast::{team, wasm_fma};
 use attention_from_scratch::s5_gpt::generate::{Sampling, generate};
 use attention_from_scratch::s5_gpt::tape::Tape;
@@ -403,7 +404,8 @@ impl Sampler {
         let mut tape = Tape::with_backend(Config::default().backend());
         let model = self.saved.model(&mut tape, &mut NumpyRandom::seed(0));
         let window = &ids[ids.len().saturating_sub(model.config.context_size)..];
-        let maps = model.attention_maps(&mut tape, window); // [block][head][T·T]
+        let maps =
+            attention_from_scratch::figures::attention::attention_maps(&model, &mut tape, window); // [block][head][T·T]
         let t = window.len();
         let maps: Vec<Vec<Vec<&[f32]>>> = maps
             .iter()

@@ -14,9 +14,10 @@ use serde::{Deserialize, Serialize};
 
 use super::config::Config;
 use super::progress::Progress;
+use crate::figures;
 use crate::lang::Lang;
-use crate::s5_gpt::error::GptError;
-use crate::s5_gpt::model::Architecture;
+use crate::s5_gpt::app::error::ToolError;
+use crate::s5_gpt::beyond::Architecture;
 use crate::s5_gpt::ops::MASK_VALUE;
 use crate::s5_gpt::train::{Recipe, Trainer};
 
@@ -193,7 +194,7 @@ pub fn measure(
     variant: &Variant,
     max_steps: Option<usize>,
     progress: bool,
-) -> Result<(Trainer, Measured), GptError> {
+) -> Result<(Trainer, Measured), ToolError> {
     let cfg = Config {
         recipe: Recipe {
             architecture: variant.architecture,
@@ -312,10 +313,10 @@ pub fn mask_value_0(
     variant: &Variant,
     max_steps: Option<usize>,
     progress: bool,
-) -> Result<MaskZero, GptError> {
+) -> Result<MaskZero, ToolError> {
     let (mut trainer, measured) = measure(&variant.masked_with_0(), max_steps, progress)?;
     for block in &mut trainer.model.blocks {
-        block.attention.mask_value = MASK_VALUE;
+        block.attn.mask_value = MASK_VALUE;
     }
     let hidden = Config::default().with_threads(|| Ok(trainer.test(|| ())))?;
     Ok(MaskZero {
@@ -375,9 +376,13 @@ fn sentence_case(text: &str) -> String {
 
 /// The attention weights of every head of every block of `trainer`'s model on `line`: for block b
 /// and head h, a (T, T) matrix, row i holding character i's weights over the characters 0..=i.
-pub fn attention_maps(trainer: &mut Trainer, line: &str) -> Result<Vec<Vec<Vec<f32>>>, GptError> {
+pub fn attention_maps(trainer: &mut Trainer, line: &str) -> Result<Vec<Vec<Vec<f32>>>, ToolError> {
     let ids = trainer.dataset.encode(line)?;
-    Ok(trainer.model.attention_maps(&mut trainer.tape, &ids))
+    Ok(figures::attention::attention_maps(
+        &trainer.model,
+        &mut trainer.tape,
+        &ids,
+    ))
 }
 
 /// The row with the lowest test loss.

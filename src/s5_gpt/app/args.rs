@@ -12,7 +12,7 @@ use super::config::{
     BATCH_SIZE, BENCH, BLOCKS, CONTEXT_SIZE, Config, EMBEDDING_SIZE, EPOCHS, EVAL_BATCHES,
     EVAL_EVERY, HEADS, LOG_EVERY, MAX_STEPS, SAMPLE_LEN, SAVE_EVERY, THREADS, TOP_K,
 };
-use crate::s5_gpt::model::Architecture;
+use crate::s5_gpt::beyond::Architecture;
 use crate::s5_gpt::ops::MASK_VALUE;
 use crate::s5_gpt::train::Recipe;
 

@@ -11,11 +11,11 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use super::config::{BENCH, Config};
-use crate::s5_gpt::error::GptError;
+use crate::s5_gpt::app::error::ToolError;
+use crate::s5_gpt::beyond::GptConfig;
 use crate::s5_gpt::fast::kernels::{self, Strided};
 use crate::s5_gpt::fast::team;
 use crate::s5_gpt::fast::timers::{Clock, Timed};
-use crate::s5_gpt::model::GptConfig;
 use crate::s5_gpt::tape::Tape;
 use crate::s5_gpt::train::Trainer;
 
@@ -120,7 +120,7 @@ fn time_steps(
     trainer: &mut Trainer,
     steps: usize,
     mut each: impl FnMut(Duration),
-) -> Result<Vec<Duration>, GptError> {
+) -> Result<Vec<Duration>, ToolError> {
     trainer.steps = trainer.losses.len() + steps;
     let mut times = Vec::with_capacity(steps);
     let mut started = Instant::now();
@@ -135,7 +135,7 @@ fn time_steps(
 }
 
 /// Times `steps` training steps after 20 untimed ones, then as many again with a clock per op.
-pub fn run(cfg: &Config, steps: usize) -> Result<BenchReport, GptError> {
+pub fn run(cfg: &Config, steps: usize) -> Result<BenchReport, ToolError> {
     let steps = BENCH.check(steps)?;
     let cfg = Config {
         max_steps: None,

@@ -12,8 +12,8 @@ use super::progress::Progress;
 use super::sample::check_prompt;
 use crate::figures;
 use crate::lang::Lang;
+use crate::s5_gpt::app::error::ToolError;
 use crate::s5_gpt::data::Split;
-use crate::s5_gpt::error::GptError;
 use crate::s5_gpt::train::{Estimate, TestResult, Trainer};
 
 /// What a run produced, for readers of the numbers (a loss curve, the book).
@@ -34,7 +34,7 @@ pub struct Report {
 
 /// Runs the chapter: load, train, test, generate; writes the report to `out` and returns the
 /// figures.
-pub fn run<W: Write>(out: &mut W, cfg: &Config) -> Result<Report, GptError> {
+pub fn run<W: Write>(out: &mut W, cfg: &Config) -> Result<Report, ToolError> {
     run_and(out, cfg, |_| ()).map(|(report, ())| report)
 }
 
@@ -44,7 +44,7 @@ pub fn run_and<W: Write, T>(
     out: &mut W,
     cfg: &Config,
     after: impl FnOnce(&mut Trainer) -> T,
-) -> Result<(Report, T), GptError> {
+) -> Result<(Report, T), ToolError> {
     cfg.with_threads(|| {
         let mut trainer = cfg.trainer()?;
         let report = run_chapter(out, cfg, &mut trainer)?;
@@ -56,7 +56,7 @@ fn run_chapter<W: Write>(
     out: &mut W,
     cfg: &Config,
     trainer: &mut Trainer,
-) -> Result<Report, GptError> {
+) -> Result<Report, ToolError> {
     check_prompt(&trainer.dataset, &cfg.prompt)?; // now, not after a minute of training
     describe(out, trainer)?;
 
@@ -112,7 +112,7 @@ fn run_chapter<W: Write>(
 }
 
 /// The data and model lines that open a run's report.
-pub fn describe(out: &mut impl Write, trainer: &Trainer) -> Result<(), GptError> {
+pub fn describe(out: &mut impl Write, trainer: &Trainer) -> Result<(), ToolError> {
     let ds = &trainer.dataset;
     let (chars, symbols) = (ds.tokens.len(), ds.vocab_size());
     let (train, test) = (ds.len(Split::Train), ds.len(Split::Test));
@@ -140,7 +140,7 @@ pub fn write_curves(
     trainer: &Trainer,
     test_loss: Option<f64>,
     estimates: &[Estimate],
-) -> Result<(), GptError> {
+) -> Result<(), ToolError> {
     if let Some(path) = &cfg.loss_csv {
         write_atomic(path, loss_csv(cfg, trainer, estimates).as_bytes())?;
     }

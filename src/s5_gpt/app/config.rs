@@ -5,11 +5,14 @@ use std::path::{Path, PathBuf};
 
 #[cfg(not(target_arch = "wasm32"))]
 use super::fetch::{corpus_url, fetch};
-use crate::s5_gpt::backend::{Backend, Lesson};
-use crate::s5_gpt::data::{CharDataset, default_data_path};
+use super::files::default_data_path;
 #[cfg(not(target_arch = "wasm32"))]
-use crate::s5_gpt::data::{DATA_FILE, DATA_SHA256};
-use crate::s5_gpt::error::{GptError, shown};
+use super::files::{DATA_FILE, DATA_SHA256};
+use crate::s5_gpt::app::error::ToolError;
+use crate::s5_gpt::backend::{Backend, Lesson};
+use crate::s5_gpt::beyond::Architecture;
+use crate::s5_gpt::data::CharDataset;
+use crate::s5_gpt::error::shown;
 use crate::s5_gpt::fast::{Fast, team};
 use crate::s5_gpt::train::{Recipe, Trainer};
 
@@ -28,7 +31,7 @@ impl Limit {
     }
 
     /// `value` if it is in range, else a one-line error that names the flag and the range.
-    pub fn check(&self, value: usize) -> Result<usize, GptError> {
+    pub fn check(&self, value: usize) -> Result<usize, ToolError> {
         if (self.min..=self.max).contains(&value) {
             return Ok(value);
         }
@@ -36,7 +39,7 @@ impl Limit {
             ("--threads", 0) => format!("0 (one per core) to {}", self.max),
             _ => format!("{} to {}", self.min, self.max),
         };
-        Err(GptError::Config(format!(
+        Err(ToolError::Config(format!(
             "{} {value} is out of range; use {range}",
             self.flag
         )))
@@ -183,7 +186,7 @@ impl Default for Config {
 
 impl Config {
     /// Rejects settings that cannot train, before anything is loaded.
-    pub fn check(&self) -> Result<(), GptError> {
+    pub fn check(&self) -> Result<(), ToolError> {
         check_recipe(&self.recipe)?;
         THREADS.check(self.threads)?;
         SAMPLE_LEN.check(self.sample_len)?;
@@ -200,7 +203,7 @@ impl Config {
                 let why = format!(
                     "{flag}: the folder {dir} does not exist; create it or choose another path"
                 );
-                return Err(GptError::Config(why));
+                return Err(ToolError::Config(why));
             }
         }
         Ok(())
@@ -214,7 +217,7 @@ impl Config {
     /// The corpus to read: `--data`, else the first copy found, else (with `download`) a fresh
     /// download into this crate's `data/` folder.
     #[cfg(not(target_arch = "wasm32"))]
-    pub fn corpus(&self) -> Result<PathBuf, GptError> {
+    pub fn corpus(&self) -> Result<PathBuf, ToolError> {
         let path = self.data_path();
         if self.data.is_some() || !self.download {
             return Ok(path);
@@ -235,7 +238,7 @@ impl Config {
     /// Checks the settings, finds (or downloads) the corpus, loads it and builds the trainer, in
     /// the tutorial's order.
     #[cfg(not(target_arch = "wasm32"))]
-    pub fn trainer(&self) -> Result<Trainer, GptError> {
+    pub fn trainer(&self) -> Result<Trainer, ToolError> {
         self.check()?;
         let (b, t) = (self.recipe.batch_size, self.recipe.context_size);
         let path = self.corpus()?;
@@ -251,11 +254,14 @@ impl Config {
     }
 
     /// Runs `f` with this run's training threads; the results are the same bits for any number.
-    pub fn with_threads<T>(&self, f: impl FnOnce() -> Result<T, GptError>) -> Result<T, GptError> {
+    pub fn with_threads<T>(
+        &self,
+        f: impl FnOnce() -> Result<T, ToolError>,
+    ) -> Result<T, ToolError> {
         THREADS.check(self.threads)?;
         let threads = self.threads;
         team::with_team(threads, f)
-            .map_err(|e| GptError::Config(format!("cannot start {threads} threads: {e}")))?
+            .map_err(|e| ToolError::Config(format!("cannot start {threads} threads: {e}")))?
     }
 }
 
@@ -266,38 +272,58 @@ pub fn find_or_fetch(
     dest: &Path,
     url: &str,
     progress: bool,
-) -> Result<PathBuf, GptError> {
+) -> Result<PathBuf, ToolError> {
     if found.is_file() {
         return Ok(found.to_path_buf());
     }
-    fetch(url, dest, DATA_SHA256, progress).map_err(|e| GptError::Download(e.to_string()))?;
+    fetch(url, dest, DATA_SHA256, progress).map_err(|e| ToolError::Download(e.to_string()))?;
     Ok(dest.to_path_buf())
 }
 
 /// A corpus read from `path` whose vocabulary is small enough for a model ([`MAX_VOCABULARY`]),
 /// checked before the model is built.
-pub fn check_vocabulary(dataset: &CharDataset, path: &Path) -> Result<(), GptError> {
+pub fn check_vocabulary(dataset: &CharDataset, path: &Path) -> Result<(), ToolError> {
     if dataset.vocab_size() <= MAX_VOCABULARY {
         return Ok(());
     }
-    Err(GptError::VocabularyTooLarge {
+    Err(ToolError::VocabularyTooLarge {
         path: path.to_path_buf(),
         symbols: dataset.vocab_size(),
         max: MAX_VOCABULARY,
     })
 }
 
+/// Architecture settings no model can be built or trained with, for width `c`, as a one-line error.
+pub fn check_architecture(arch: &Architecture, c: usize) -> Result<(), ToolError> {
+    arch.head_dim(c).map_err(ToolError::HeadsDontDivide)?;
+    if !(0.0..1.0).contains(&arch.dropout) {
+        let p = arch.dropout;
+        let why = format!(
+            "--dropout {p} is out of range; use a probability from 0 up to (not including) 1"
+        );
+        return Err(ToolError::Config(why));
+    }
+    if arch.mask_value.is_nan() || arch.mask_value == f32::INFINITY {
+        let why = format!(
+            "--mask-value {} is not a score; use a number such as -1e9 or 0",
+            arch.mask_value
+        );
+        return Err(ToolError::Config(why));
+    }
+    Ok(())
+}
+
 /// The model's sizes, its architecture and the training recipe, each in its range.
-pub fn check_recipe(recipe: &Recipe) -> Result<(), GptError> {
+pub fn check_recipe(recipe: &Recipe) -> Result<(), ToolError> {
     EPOCHS.check(recipe.epochs)?;
     BATCH_SIZE.check(recipe.batch_size)?;
     CONTEXT_SIZE.check(recipe.context_size)?;
     EMBEDDING_SIZE.check(recipe.embedding_size)?;
     BLOCKS.check(recipe.blocks)?;
     HEADS.check(recipe.architecture.heads)?;
-    recipe.architecture.check(recipe.embedding_size)?;
+    check_architecture(&recipe.architecture, recipe.embedding_size)?;
     if !(recipe.lr.is_finite() && recipe.lr > 0.0) {
-        return Err(GptError::Config(format!(
+        return Err(ToolError::Config(format!(
             "--lr must be a positive number, got {}",
             recipe.lr
         )));

@@ -1,16 +1,39 @@
-//! Tool layer. Files the tool writes and checks: whole or not at all, and by their sha256; and the
-//! lines of the loss CSV.
+//! Tool layer. Files the tool reads, writes and checks: where the corpus is, files written whole or
+//! not at all, sha256 checks, and the lines of the loss CSV.
 
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use crate::s5_gpt::data::DATA_SHA256;
-use crate::s5_gpt::error::{GptError, shown};
+use crate::s5_gpt::app::error::ToolError;
+use crate::s5_gpt::error::shown;
+
+/// The file the tutorial reads, where `data/fetch.sh` puts it.
+pub const DATA_FILE: &str = "data/tinyshakespeare.txt";
+
+/// The sha256 of that file, as `data/fetch.sh` checks it.
+pub const DATA_SHA256: &str = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed";
+
+/// Where to look when no path is given: `data/` of the current directory or of this crate, then the
+/// workspace's shared copy next to the crate. The first file that exists wins.
+pub fn default_data_path() -> PathBuf {
+    let crate_root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let candidates = [
+        PathBuf::from(DATA_FILE),
+        crate_root.join(DATA_FILE),
+        PathBuf::from("../shared").join(DATA_FILE),
+        crate_root.join("../shared").join(DATA_FILE),
+    ];
+    candidates
+        .iter()
+        .find(|p| p.is_file())
+        .unwrap_or(&candidates[0])
+        .clone()
+}
 
 /// Writes `path.tmp`, flushes it to disk, and renames it over `path`: a crash or Ctrl-C never
 /// leaves half a file, and a failed write leaves the old file, if any, untouched.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), GptError> {
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ToolError> {
     use std::io::Write;
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
@@ -21,7 +44,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), GptError> {
     if written.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
-    written.map_err(|source| GptError::Write {
+    written.map_err(|source| ToolError::Write {
         path: path.to_path_buf(),
         source,
     })

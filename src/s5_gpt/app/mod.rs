@@ -27,6 +27,7 @@
 pub mod args;
 pub mod checkpoint;
 pub mod config;
+pub mod error;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod estimates;
 pub mod files;

@@ -6,6 +6,7 @@ use super::args::GenerateArgs;
 use super::checkpoint::Checkpoint;
 use super::config::{SAMPLE_LEN, THREADS, TOP_K};
 use crate::rng::numpy::NumpyRandom;
+use crate::s5_gpt::app::error::ToolError;
 use crate::s5_gpt::data::CharDataset;
 use crate::s5_gpt::error::GptError;
 use crate::s5_gpt::generate::{Sampling, generate, next_char_probabilities};
@@ -18,7 +19,7 @@ const MAX_TEMPERATURE: f32 = 1e3;
 
 /// The text `s5_gpt generate` prints (without its final line break): `--prompt` and
 /// `--sample-len` characters drawn from `saved`'s model with `--temperature` and `--top-k`.
-pub fn sample(saved: &Checkpoint, args: &GenerateArgs) -> Result<String, GptError> {
+pub fn sample(saved: &Checkpoint, args: &GenerateArgs) -> Result<String, ToolError> {
     let sampling = sampling(saved, args)?;
     let vocabulary = CharDataset::from_vocab(saved.config.vocab());
     let cfg = args.config();
@@ -29,7 +30,7 @@ pub fn sample(saved: &Checkpoint, args: &GenerateArgs) -> Result<String, GptErro
         let mut rng = NumpyRandom::seed(args.seed);
         let model = saved.model(&mut tape, &mut rng);
         let (prompt, len) = (&args.sample.prompt, args.sample.sample_len);
-        generate(
+        let sample = generate(
             &mut tape,
             &model,
             &vocabulary,
@@ -37,7 +38,8 @@ pub fn sample(saved: &Checkpoint, args: &GenerateArgs) -> Result<String, GptErro
             len,
             &mut rng,
             sampling,
-        )
+        );
+        Ok(sample?)
     })
 }
 
@@ -45,20 +47,21 @@ pub fn sample(saved: &Checkpoint, args: &GenerateArgs) -> Result<String, GptErro
 /// character after `--prompt`, one line per character whose probability is above 0, the likeliest
 /// first: the character quoted as Rust writes a `char` (`'\n'`, `' '`), then its probability as
 /// float32 prints it, the shortest text that reads back as the same float.
-pub fn probs(saved: &Checkpoint, args: &GenerateArgs) -> Result<String, GptError> {
+pub fn probs(saved: &Checkpoint, args: &GenerateArgs) -> Result<String, ToolError> {
     let sampling = sampling(saved, args)?;
     let vocabulary = CharDataset::from_vocab(saved.config.vocab());
     let cfg = args.config();
     let next = cfg.with_threads(|| {
         let mut tape = Tape::with_backend(cfg.backend());
         let model = saved.model(&mut tape, &mut NumpyRandom::seed(args.seed));
-        next_char_probabilities(
+        let prompt = &args.sample.prompt;
+        Ok(next_char_probabilities(
             &mut tape,
             &model,
             &vocabulary,
-            &args.sample.prompt,
+            prompt,
             sampling,
-        )
+        )?)
     })?;
     let lines: Vec<String> = next
         .iter()
@@ -70,13 +73,13 @@ pub fn probs(saved: &Checkpoint, args: &GenerateArgs) -> Result<String, GptError
 /// `generate`'s checks, before any model is built: `--temperature`, `--top-k`, `--sample-len`,
 /// `--threads` and the prompt against `saved`'s vocabulary. The [`Sampling`] they ask for, or the
 /// one-line error that [`sample`] returns.
-pub fn sampling(saved: &Checkpoint, args: &GenerateArgs) -> Result<Sampling, GptError> {
+pub fn sampling(saved: &Checkpoint, args: &GenerateArgs) -> Result<Sampling, ToolError> {
     let t = args.temperature;
     if !(t.is_finite() && (MIN_TEMPERATURE..=MAX_TEMPERATURE).contains(&t)) {
         let msg = format!(
             "--temperature must be a number from {MIN_TEMPERATURE} to {MAX_TEMPERATURE}, got {t}; 1 is the chapter's"
         );
-        return Err(GptError::Config(msg));
+        return Err(ToolError::Config(msg));
     }
     args.top_k.map(|k| TOP_K.check(k)).transpose()?;
     SAMPLE_LEN.check(args.sample.sample_len)?;
@@ -90,9 +93,9 @@ pub fn sampling(saved: &Checkpoint, args: &GenerateArgs) -> Result<Sampling, Gpt
 }
 
 /// An empty prompt, or one with a character the model has never seen, cannot start a sample.
-pub fn check_prompt(vocabulary: &CharDataset, prompt: &str) -> Result<(), GptError> {
+pub fn check_prompt(vocabulary: &CharDataset, prompt: &str) -> Result<(), ToolError> {
     if prompt.is_empty() {
-        return Err(GptError::EmptyPrompt);
+        return Err(GptError::EmptyPrompt.into());
     }
-    vocabulary.encode(prompt).map(drop)
+    Ok(vocabulary.encode(prompt).map(drop)?)
 }

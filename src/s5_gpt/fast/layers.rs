@@ -36,7 +36,7 @@ fn in_bands(out: &mut [f32], x: &[f32], size: usize, f: impl Fn(&mut [f32], &[f3
 }
 
 /// The lesson's `x * s`, in bands of elements.
-pub fn scale(out: &mut [f32], x: &[f32], s: f32) {
+pub fn scale_forward(out: &mut [f32], x: &[f32], s: f32) {
     in_bands(out, x, 64, |out, x| {
         vectorised(
             #[inline(always)]
@@ -45,9 +45,14 @@ pub fn scale(out: &mut [f32], x: &[f32], s: f32) {
     });
 }
 
+/// The lesson's `d_out * s`.
+pub fn scale_backward(d_x: &mut [f32], d_out: &[f32], s: f32) {
+    scale_forward(d_x, d_out, s);
+}
+
 /// The lesson's `Tril` forward (`value` above each diagonal), a band of whole (T, T) matrices at a
 /// time, copying only what is kept.
-pub fn tril(out: &mut [f32], x: &[f32], t: usize, value: f32) {
+pub fn tril_forward(out: &mut [f32], x: &[f32], t: usize, value: f32) {
     in_bands(out, x, t * t, |out, x| {
         vectorised(
             #[inline(always)]
@@ -64,7 +69,7 @@ pub fn tril(out: &mut [f32], x: &[f32], t: usize, value: f32) {
 
 /// The lesson's `Tril` backward: the gradient passes below and on the diagonal, 0 above.
 pub fn tril_backward(d_x: &mut [f32], d_out: &[f32], t: usize) {
-    tril(d_x, d_out, t, 0.0);
+    tril_forward(d_x, d_out, t, 0.0);
 }
 
 /// The lesson's softmax backward, d_x = s ⊙ (d_out − Σ s ⊙ d_out), on bands of rows with one
@@ -94,7 +99,7 @@ pub fn softmax_backward(d_x: &mut [f32], d_out: &[f32], s: &[f32], width: usize)
 
 /// The lesson's `a + b`, `b` repeated over the leading axes of `a`, a band of whole repeats at a
 /// time.
-pub fn add(out: &mut [f32], a: &[f32], b: &[f32]) {
+pub fn add_forward(out: &mut [f32], a: &[f32], b: &[f32]) {
     if a.len() != b.len() {
         return in_bands(out, a, b.len(), |out, a| {
             vectorised(
@@ -134,7 +139,7 @@ pub fn add_backward(d_a: &mut [f32], d_b: &mut [f32], d_out: &[f32]) {
 
 /// The lesson's transpose of each (R, C) matrix, a band of matrices at a time, in 8 × 8 squares
 /// ([`transposed_copy`]).
-pub fn transpose(out: &mut [f32], x: &[f32], (rows, cols): (usize, usize)) {
+pub fn transpose_forward(out: &mut [f32], x: &[f32], (rows, cols): (usize, usize)) {
     let size = rows * cols;
     in_bands(out, x, size, |out, x| {
         for (out, x) in out.chunks_exact_mut(size).zip(x.chunks_exact(size)) {
@@ -143,8 +148,13 @@ pub fn transpose(out: &mut [f32], x: &[f32], (rows, cols): (usize, usize)) {
     });
 }
 
+/// The lesson's transpose backward: the gradient of each (R, C) matrix, transposed back.
+pub fn transpose_backward(d_x: &mut [f32], d_out: &[f32], (rows, cols): (usize, usize)) {
+    transpose_forward(d_x, d_out, (cols, rows));
+}
+
 /// Stage 4's `split_heads`, (B, T, H·D) → (B, H, T, D), one batch item per band at most.
-pub fn split_heads(out: &mut [f32], x: &[f32], (t, h, d): (usize, usize, usize)) {
+pub fn split_heads_forward(out: &mut [f32], x: &[f32], (t, h, d): (usize, usize, usize)) {
     in_bands(out, x, t * h * d, |out, x| {
         vectorised(
             #[inline(always)]
@@ -165,7 +175,7 @@ pub fn split_heads(out: &mut [f32], x: &[f32], (t, h, d): (usize, usize, usize))
 }
 
 /// Stage 4's `merge_heads`, (B, H, T, D) → (B, T, H·D), one batch item per band at most.
-pub fn merge_heads(out: &mut [f32], x: &[f32], (t, h, d): (usize, usize, usize)) {
+pub fn merge_heads_forward(out: &mut [f32], x: &[f32], (t, h, d): (usize, usize, usize)) {
     in_bands(out, x, t * h * d, |out, x| {
         vectorised(
             #[inline(always)]
@@ -183,6 +193,16 @@ pub fn merge_heads(out: &mut [f32], x: &[f32], (t, h, d): (usize, usize, usize))
             },
         )
     });
+}
+
+/// A split's gradient goes back the way it came: merged.
+pub fn split_heads_backward(d_x: &mut [f32], d_out: &[f32], shape: (usize, usize, usize)) {
+    merge_heads_forward(d_x, d_out, shape);
+}
+
+/// A merge's gradient is split again.
+pub fn merge_heads_backward(d_x: &mut [f32], d_out: &[f32], shape: (usize, usize, usize)) {
+    split_heads_forward(d_x, d_out, shape);
 }
 
 /// A short copy as a loop the compiler unrolls in place, rather than a call to `memcpy` per head.
@@ -211,8 +231,8 @@ pub fn dropout_mask(mask: &mut [f32], rng: &mut NumpyRandom, p: f64) {
     }
 }
 
-/// The lesson's dropout, forward or backward: each value times its entry of the mask.
-pub fn dropout(out: &mut [f32], x: &[f32], mask: &[f32]) {
+/// The lesson's dropout: each value times its entry of the mask.
+pub fn dropout_forward(out: &mut [f32], x: &[f32], mask: &[f32]) {
     let band = per_band(x.len().div_ceil(64), 64) * 64;
     let bands = out.chunks_mut(band).zip(x.chunks(band));
     team::for_each(bands.zip(mask.chunks(band)), |((out, x), mask)| {
@@ -223,10 +243,15 @@ pub fn dropout(out: &mut [f32], x: &[f32], mask: &[f32]) {
     });
 }
 
+/// The gradient passes where the weight was kept, scaled the same way.
+pub fn dropout_backward(d_x: &mut [f32], d_out: &[f32], mask: &[f32]) {
+    dropout_forward(d_x, d_out, mask);
+}
+
 /// The lesson's LayerNorm forward, a band of rows at a time: μ, σ² and y = (x − μ)·(1/σ)·w + b
 /// with the lesson's operations in the lesson's order, 1/σ held in a register rather than read back
 /// from its slice for every value.
-pub fn layer_norm(
+pub fn layer_norm_forward(
     y: &mut [f32],
     (mean, rstd): (&mut [f32], &mut [f32]),
     x: &[f32],
@@ -262,7 +287,7 @@ pub fn layer_norm(
 pub fn layer_norm_backward(
     d_x: &mut [f32],
     (d_w, d_b): (&mut [f32], &mut [f32]),
-    d_y: &[f32],
+    d_out: &[f32],
     x: &[f32],
     w: &[f32],
     (mean, rstd): (&[f32], &[f32]),
@@ -277,11 +302,11 @@ pub fn layer_norm_backward(
         Band::Rows((i, d_x)) => {
             let first = i * rows;
             let stats = (&mean[first..], &rstd[first..]);
-            let (d_y, x) = (&d_y[first * c..], &x[first * c..]);
-            layer_norm_rows(d_x, d_y, x, w, stats);
+            let (d_out, x) = (&d_out[first * c..], &x[first * c..]);
+            layer_norm_rows(d_x, d_out, x, w, stats);
         }
         Band::Columns((j, (d_w, d_b))) => {
-            layer_norm_columns((d_w, d_b), j * cols, d_y, x, (mean, rstd), c)
+            layer_norm_columns((d_w, d_b), j * cols, d_out, x, (mean, rstd), c)
         }
     });
 }
@@ -293,21 +318,21 @@ enum Band<'a> {
 }
 
 /// d_x = (g − mean(g) − x̂·mean(g·x̂))/σ for the rows of `d_x`, as the lesson computes it.
-fn layer_norm_rows(d_x: &mut [f32], d_y: &[f32], x: &[f32], w: &[f32], stats: (&[f32], &[f32])) {
+fn layer_norm_rows(d_x: &mut [f32], d_out: &[f32], x: &[f32], w: &[f32], stats: (&[f32], &[f32])) {
     let c = w.len();
     let (mut x_hat, mut g, mut g_x_hat) = (vec![0.0; c], vec![0.0; c], vec![0.0; c]);
     vectorised(
         #[inline(always)]
         || {
-            let rows = d_x.chunks_exact_mut(c).zip(d_y.chunks_exact(c));
+            let rows = d_x.chunks_exact_mut(c).zip(d_out.chunks_exact(c));
             let rows = rows.zip(x.chunks_exact(c)).zip(stats.0.iter().zip(stats.1));
-            for (((d_x, d_y), x), (&mean, &rstd)) in rows {
+            for (((d_x, d_out), x), (&mean, &rstd)) in rows {
                 let scratch = x_hat.iter_mut().zip(g.iter_mut()).zip(g_x_hat.iter_mut());
-                for (((x_hat, g), g_x_hat), ((&x, &d_y), &w)) in
-                    scratch.zip(x.iter().zip(d_y).zip(w))
+                for (((x_hat, g), g_x_hat), ((&x, &d_out), &w)) in
+                    scratch.zip(x.iter().zip(d_out).zip(w))
                 {
                     *x_hat = (x - mean) * rstd;
-                    *g = d_y * w;
+                    *g = d_out * w;
                     *g_x_hat = *g * *x_hat;
                 }
                 let (g_mean, g_x_hat_mean) = (
@@ -322,13 +347,13 @@ fn layer_norm_rows(d_x: &mut [f32], d_y: &[f32], x: &[f32], w: &[f32], stats: (&
     )
 }
 
-/// d_w = Σ over rows of d_y·x̂ and d_b = Σ over rows of d_y, in row order, for the columns from
+/// d_w = Σ over rows of d_out·x̂ and d_b = Σ over rows of d_out, in row order, for the columns from
 /// `j0`; x̂ is recomputed with the lesson's operations, so it has the same bits. Sixteen columns at a
 /// time go down all the rows with their running sums in registers.
 fn layer_norm_columns(
     (d_w, d_b): (&mut [f32], &mut [f32]),
     j0: usize,
-    d_y: &[f32],
+    d_out: &[f32],
     x: &[f32],
     (mean, rstd): (&[f32], &[f32]),
     c: usize,
@@ -341,13 +366,14 @@ fn layer_norm_columns(
             for (q, (d_w, d_b)) in chunks.enumerate() {
                 let (mut sum_w, mut sum_b) = ([0.0f32; W], [0.0f32; W]);
                 let (j, width) = (j0 + q * W, d_w.len());
-                let rows = d_y.chunks_exact(c).zip(x.chunks_exact(c));
-                for ((d_y, x), (&mean, &rstd)) in rows.zip(mean.iter().zip(rstd)) {
+                let rows = d_out.chunks_exact(c).zip(x.chunks_exact(c));
+                for ((d_out, x), (&mean, &rstd)) in rows.zip(mean.iter().zip(rstd)) {
                     let sums = sum_w.iter_mut().zip(sum_b.iter_mut());
-                    for ((w, b), (&d_y, &x)) in sums.zip(d_y[j..j + width].iter().zip(&x[j..])) {
+                    for ((w, b), (&d_out, &x)) in sums.zip(d_out[j..j + width].iter().zip(&x[j..]))
+                    {
                         let x_hat = (x - mean) * rstd;
-                        *w += d_y * x_hat;
-                        *b += d_y;
+                        *w += d_out * x_hat;
+                        *b += d_out;
                     }
                 }
                 d_w.copy_from_slice(&sum_w[..width]);

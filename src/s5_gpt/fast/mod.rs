@@ -48,19 +48,8 @@ impl Backend for Fast {
         self.pool.take(len)
     }
 
-    fn reclaim(&mut self, value: Vec<f32>, grad: Vec<f32>, op: Op) {
-        self.pool.put(value);
-        self.pool.put(grad);
-        match op {
-            Op::Gelu { tanh: kept, .. }
-            | Op::CrossEntropy { probs: kept, .. }
-            | Op::Dropout { mask: kept, .. } => self.pool.put(kept),
-            Op::LayerNorm { mean, rstd, .. } => {
-                self.pool.put(mean);
-                self.pool.put(rstd);
-            }
-            _ => {}
-        }
+    fn recycle(&mut self, buffer: Vec<f32>) {
+        self.pool.put(buffer);
     }
 
     // ANCHOR: fast_forward
@@ -73,14 +62,18 @@ impl Backend for Fast {
                 let batch = a.matrices().0;
                 matmul_batched(o, (&a.data, false), (&b.data, false), batch, mkn(a, b));
             }
-            Op::Add { a, b } => layers::add(o, &v(a).data, &v(b).data),
-            Op::Scale { x, s } => layers::scale(o, &v(x).data, *s),
-            Op::Tril { x, value } => layers::tril(o, &v(x).data, v(x).last_dim(), *value),
+            Op::Add { a, b } => layers::add_forward(o, &v(a).data, &v(b).data),
+            Op::Scale { x, s } => layers::scale_forward(o, &v(x).data, *s),
+            Op::Tril { x, value } => layers::tril_forward(o, &v(x).data, v(x).last_dim(), *value),
             Op::Softmax { x } => softmax_rows(&v(x).data, o, v(x).last_dim()),
-            Op::Transpose { x } => layers::transpose(o, &v(x).data, rows_cols(v(x))),
-            Op::SplitHeads { x, .. } => layers::split_heads(o, &v(x).data, heads_shape(&out.shape)),
-            Op::MergeHeads { x } => layers::merge_heads(o, &v(x).data, heads_shape(&v(x).shape)),
-            Op::Dropout { x, mask } => layers::dropout(o, &v(x).data, mask),
+            Op::Transpose { x } => layers::transpose_forward(o, &v(x).data, rows_cols(v(x))),
+            Op::SplitHeads { x, .. } => {
+                layers::split_heads_forward(o, &v(x).data, heads_shape(&out.shape))
+            }
+            Op::MergeHeads { x } => {
+                layers::merge_heads_forward(o, &v(x).data, heads_shape(&v(x).shape))
+            }
+            Op::Dropout { x, mask } => layers::dropout_forward(o, &v(x).data, mask),
             Op::Gelu { x, tanh } => {
                 *tanh = self.pool.take(o.len());
                 gelu(o, tanh, &v(x).data);
@@ -113,7 +106,7 @@ impl Backend for Fast {
                 let rows = o.len() / v(w).data.len();
                 (*mean, *rstd) = (self.pool.take(rows), self.pool.take(rows));
                 let (x, w, b) = (&v(x).data, &v(w).data, &v(b).data);
-                layers::layer_norm(o, (mean, rstd), x, w, b);
+                layers::layer_norm_forward(o, (mean, rstd), x, w, b);
             }
             _ => Lesson.forward(op, values, out),
         }
@@ -147,22 +140,19 @@ impl Backend for Fast {
                 kernels::run(pieces);
             }
             (Op::Add { .. }, [d_a, d_b]) => layers::add_backward(d_a, d_b, d_out),
-            (Op::Scale { s, .. }, [d_x]) => layers::scale(d_x, d_out, *s),
+            (Op::Scale { s, .. }, [d_x]) => layers::scale_backward(d_x, d_out, *s),
             (Op::Tril { x, .. }, [d_x]) => layers::tril_backward(d_x, d_out, v(x).last_dim()),
             (Op::Softmax { .. }, [d_x]) => {
                 layers::softmax_backward(d_x, d_out, &out.data, out.last_dim())
             }
-            (Op::Transpose { x }, [d_x]) => {
-                let (rows, cols) = rows_cols(v(x));
-                layers::transpose(d_x, d_out, (cols, rows))
-            }
+            (Op::Transpose { x }, [d_x]) => layers::transpose_backward(d_x, d_out, rows_cols(v(x))),
             (Op::SplitHeads { .. }, [d_x]) => {
-                layers::merge_heads(d_x, d_out, heads_shape(&out.shape))
+                layers::split_heads_backward(d_x, d_out, heads_shape(&out.shape))
             }
             (Op::MergeHeads { x }, [d_x]) => {
-                layers::split_heads(d_x, d_out, heads_shape(&v(x).shape))
+                layers::merge_heads_backward(d_x, d_out, heads_shape(&v(x).shape))
             }
-            (Op::Dropout { mask, .. }, [d_x]) => layers::dropout(d_x, d_out, mask),
+            (Op::Dropout { mask, .. }, [d_x]) => layers::dropout_backward(d_x, d_out, mask),
             (
                 Op::LayerNorm {
                     x, w, mean, rstd, ..

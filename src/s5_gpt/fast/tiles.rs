@@ -66,8 +66,9 @@ pub enum Tile {
     Avx512Wide,
     /// 8 rows × 32 columns of AVX-512 (16 registers of sums): for cores that run a 512-bit
     /// instruction as two 256-bit halves (AMD's Zen 4), where 16 sums already keep their one
-    /// 512-bit FMA a cycle busy and a tile reads 8 rows of A at once rather than 12. On a Zen 4 the
-    /// two ran nanoGPT's products alike, and this one a 1024 × 1024 × 1024 product faster.
+    /// 512-bit FMA a cycle busy and a tile reads 8 rows of A at once rather than 12. To compare
+    /// the two on a core, run the same `s5_gpt --bench` with `ATTENTION_TILE=avx512-12x32` and with
+    /// `ATTENTION_TILE=avx512-8x32` ([`TILE_VAR`]).
     Avx512Halves,
     /// 6 rows × 16 columns of AVX2 (12 registers of sums, of the 16): for cores with AVX2 and FMA
     /// but no AVX-512.

@@ -32,8 +32,8 @@ impl Backend for Timed {
         self.inner.buffer(len)
     }
 
-    fn reclaim(&mut self, value: Vec<f32>, grad: Vec<f32>, op: Op) {
-        self.inner.reclaim(value, grad, op);
+    fn recycle(&mut self, buffer: Vec<f32>) {
+        self.inner.recycle(buffer);
     }
 
     fn forward(&mut self, op: &mut Op, values: &[Tensor], out: &mut Tensor) {

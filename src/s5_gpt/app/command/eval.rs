@@ -7,10 +7,10 @@ use super::super::chapter::test;
 use super::super::checkpoint;
 use super::train::same_vocabulary;
 use super::warn_about_corpus;
-use crate::s5_gpt::error::GptError;
+use crate::s5_gpt::app::error::ToolError;
 
 /// `s5_gpt eval`: the checkpoint's mean loss over the test batches of its corpus.
-pub fn run(args: EvalArgs, out: &mut impl Write) -> Result<(), GptError> {
+pub fn run(args: EvalArgs, out: &mut impl Write) -> Result<(), ToolError> {
     let saved = checkpoint::load(&args.checkpoint)?;
     let cfg = args.config(saved.config.recipe);
     warn_about_corpus(&cfg);

@@ -14,7 +14,7 @@ use super::bench;
 use super::chapter;
 use super::config::Config;
 use super::files::corpus_warning;
-use crate::s5_gpt::error::GptError;
+use crate::s5_gpt::app::error::ToolError;
 
 /// The exit status of a run stopped by Ctrl-C, as a shell reports one killed by SIGINT.
 pub const INTERRUPTED: u8 = 130;
@@ -63,8 +63,8 @@ impl Cli {
 
     /// Runs the command, writing its report to `out`. Training stops at the next step once `stop`
     /// is set.
-    pub fn run(self, out: &mut impl Write, stop: &AtomicBool) -> Result<Outcome, GptError> {
-        let done = |result: Result<(), GptError>| result.map(|()| Outcome::Done);
+    pub fn run(self, out: &mut impl Write, stop: &AtomicBool) -> Result<Outcome, ToolError> {
+        let done = |result: Result<(), ToolError>| result.map(|()| Outcome::Done);
         match self.command {
             None => done(run_chapter(self.chapter, out)),
             Some(Command::Train(args)) => train::run(*args, out, stop),
@@ -75,11 +75,11 @@ impl Cli {
 }
 
 /// The chapter run, or with `--bench` the benchmark of its training steps.
-fn run_chapter(args: ChapterArgs, out: &mut impl Write) -> Result<(), GptError> {
+fn run_chapter(args: ChapterArgs, out: &mut impl Write) -> Result<(), ToolError> {
     let cfg = args.config();
     warn_about_corpus(&cfg);
     match args.bench {
-        Some(steps) => write!(out, "{}", bench::run(&cfg, steps)?).map_err(GptError::from),
+        Some(steps) => write!(out, "{}", bench::run(&cfg, steps)?).map_err(ToolError::from),
         None => chapter::run(out, &cfg).map(drop),
     }
 }

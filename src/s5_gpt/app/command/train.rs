@@ -9,19 +9,19 @@ use std::time::Instant;
 
 use super::super::args::{TrainArgs, recipe_flags};
 use super::super::chapter::{describe, write_curves};
-use super::super::checkpoint::{self, CONFIG_FILE, Checkpoint};
+use super::super::checkpoint::{self, CONFIG_FILE, Checkpoint, TrainState};
 use super::super::config::{Config, SAVE_EVERY};
 use super::super::estimates::Estimates;
 use super::super::progress::Progress;
 use super::{Outcome, warn_about_corpus};
+use crate::s5_gpt::app::error::ToolError;
 use crate::s5_gpt::data::CharDataset;
-use crate::s5_gpt::error::GptError;
 use crate::s5_gpt::train::{Recipe, Trainer};
 
 // ANCHOR: train
 /// `s5_gpt train`: trains from scratch or from `--resume DIR`, logs, saves, and stops cleanly on
 /// Ctrl-C.
-pub fn run(args: TrainArgs, out: &mut impl Write, stop: &AtomicBool) -> Result<Outcome, GptError> {
+pub fn run(args: TrainArgs, out: &mut impl Write, stop: &AtomicBool) -> Result<Outcome, ToolError> {
     let mut cfg = args.run.config(args.recipe.recipe());
     let resumed = match &args.resume {
         Some(dir) => {
@@ -38,7 +38,7 @@ pub fn run(args: TrainArgs, out: &mut impl Write, stop: &AtomicBool) -> Result<O
         let mut trainer = cfg.trainer()?;
         if let Some(saved) = &resumed {
             same_run(&trainer, &cfg, saved)?;
-            trainer.restore(saved.train_state()?);
+            saved.train_state()?.restore(&mut trainer);
             writeln!(
                 out,
                 "resuming {} after step {}",
@@ -58,7 +58,7 @@ pub fn run(args: TrainArgs, out: &mut impl Write, stop: &AtomicBool) -> Result<O
         )?;
         write_curves(&cfg, &trainer, None, &estimates.points)?;
         if let Some(dir) = &save {
-            checkpoint::save(dir, &trainer.state())?;
+            checkpoint::save(dir, &TrainState::of(&trainer))?;
         }
         report_end(out, &trainer, save.as_ref(), outcome)?;
         Ok(outcome)
@@ -74,12 +74,12 @@ fn train_steps(
     save: Option<&PathBuf>,
     out: &mut impl Write,
     stop: &AtomicBool,
-) -> Result<Outcome, GptError> {
+) -> Result<Outcome, ToolError> {
     let start = trainer.losses.len();
     let mut progress = Progress::new("train", "steps", (start, trainer.steps), !args.run.quiet);
     let mut since = (Instant::now(), start);
     let mut failed = match estimates.due(trainer) {
-        Some(line) => writeln!(out, "{line}").map_err(GptError::from),
+        Some(line) => writeln!(out, "{line}").map_err(ToolError::from),
         None => Ok(()),
     };
     let mut outcome = Outcome::Done;
@@ -100,21 +100,21 @@ fn train_steps(
             let line = format!("step {s}: loss {loss:.4}, lr {lr:.1e}, {ms:.1} ms/step");
             failed = progress
                 .suspend(|| writeln!(out, "{line}"))
-                .map_err(GptError::from);
+                .map_err(ToolError::from);
         }
         if let Some(line) = estimates.due(trainer)
             && failed.is_ok()
         {
             failed = progress
                 .suspend(|| writeln!(out, "{line}"))
-                .map_err(GptError::from);
+                .map_err(ToolError::from);
         }
         if let Some(dir) = save
             && args.save_every > 0
             && (s + 1).is_multiple_of(args.save_every)
             && failed.is_ok()
         {
-            failed = checkpoint::save(dir, &trainer.state());
+            failed = checkpoint::save(dir, &TrainState::of(trainer));
         }
         if stop.load(Ordering::Relaxed) && s + 1 < trainer.steps {
             outcome = Outcome::Interrupted;
@@ -133,15 +133,15 @@ fn train_steps(
 /// Where `train` saves: `--save`, or else the `--resume` folder. The folder is made now (so that a
 /// bad path fails before training), and one holding another run's checkpoint is refused unless
 /// `--overwrite`.
-fn save_folder(args: &TrainArgs) -> Result<Option<PathBuf>, GptError> {
+fn save_folder(args: &TrainArgs) -> Result<Option<PathBuf>, ToolError> {
     let Some(dir) = args.save.as_ref().or(args.resume.as_ref()) else {
         return Ok(None);
     };
     let continuing = args.resume.as_ref() == Some(dir);
     if dir.join(CONFIG_FILE).exists() && !continuing && !args.overwrite {
-        return Err(GptError::CheckpointExists { dir: dir.clone() });
+        return Err(ToolError::CheckpointExists { dir: dir.clone() });
     }
-    std::fs::create_dir_all(dir).map_err(|source| GptError::Write {
+    std::fs::create_dir_all(dir).map_err(|source| ToolError::Write {
         path: dir.clone(),
         source,
     })?;
@@ -149,13 +149,13 @@ fn save_folder(args: &TrainArgs) -> Result<Option<PathBuf>, GptError> {
 }
 
 /// The recipe of a resumed run: the checkpoint's. A recipe flag given anew must agree with it.
-fn resumed_recipe(args: &TrainArgs, saved: &Checkpoint) -> Result<Recipe, GptError> {
+fn resumed_recipe(args: &TrainArgs, saved: &Checkpoint) -> Result<Recipe, ToolError> {
     let given = recipe_flags(&args.recipe.recipe());
     for ((id, flag, given), (_, _, saved)) in
         given.into_iter().zip(recipe_flags(&saved.config.recipe))
     {
         if args.given.contains(&id) && given != saved {
-            return Err(GptError::ResumeMismatch { flag, given, saved });
+            return Err(ToolError::ResumeMismatch { flag, given, saved });
         }
     }
     Ok(saved.config.recipe)
@@ -163,13 +163,13 @@ fn resumed_recipe(args: &TrainArgs, saved: &Checkpoint) -> Result<Recipe, GptErr
 
 /// A checkpoint only continues on the text it was trained on (the same characters in the same
 /// order, and so the same schedule).
-pub fn same_run(trainer: &Trainer, cfg: &Config, saved: &Checkpoint) -> Result<(), GptError> {
+pub fn same_run(trainer: &Trainer, cfg: &Config, saved: &Checkpoint) -> Result<(), ToolError> {
     same_vocabulary(&trainer.dataset, cfg, saved)?;
     let (total, saved_total) = (trainer.schedule.total, saved.config.total_steps);
     if total != saved_total {
         let why =
             format!("total_steps is {saved_total}, but its recipe on this text gives {total}");
-        return Err(GptError::CheckpointMismatch {
+        return Err(ToolError::CheckpointMismatch {
             dir: saved.dir.clone(),
             why,
         });
@@ -183,11 +183,11 @@ pub fn same_vocabulary(
     dataset: &CharDataset,
     cfg: &Config,
     saved: &Checkpoint,
-) -> Result<(), GptError> {
+) -> Result<(), ToolError> {
     if dataset.vocab == saved.config.vocab() {
         return Ok(());
     }
-    Err(GptError::VocabularyMismatch {
+    Err(ToolError::VocabularyMismatch {
         data_path: cfg.data_path(),
         dir: saved.dir.clone(),
         data: dataset.vocab_size(),
@@ -200,7 +200,7 @@ fn report_end(
     trainer: &Trainer,
     save: Option<&PathBuf>,
     outcome: Outcome,
-) -> Result<(), GptError> {
+) -> Result<(), ToolError> {
     let done = trainer.losses.len();
     let recent = &trainer.losses[done.saturating_sub(100)..];
     if outcome == Outcome::Interrupted {
