@@ -2,12 +2,19 @@
 //! final division by ℓ round differently from the naive softmax; this form instead does what the
 //! naive one does, in its order, one tile at a time:
 //!
-//! 1. pass 1 over K: each row's true maximum m, from the same scores ([`score_tile`]). A maximum
-//!    does not depend on the order it is taken in.
-//! 2. pass 2 over K: each row's sum ℓ = Σ e^(s − m), added in the order ndarray's `sum` adds a
-//!    row of T values ([`UnrolledSum`]).
-//! 3. pass 3 over K and V: each weight e^(s − m) / ℓ, the very number stage 4 holds, and O = W·V
-//!    in chunks of [`KC`] keys, the chunks matrixmultiply cuts the naive product's T keys into.
+//! 0. every pass starts from the same scores: [`score_tile`] computes each Q·Kᵀ entry with the
+//!    same product kernel over the same D terms, divides it by the same √D and masks the same
+//!    entries with −∞.
+//! 1. pass 1 over K: each row's true maximum m. A maximum does not depend on the order it is
+//!    taken in, so it is stage 1's `fold` of the whole row.
+//! 2. pass 2 over K: each row's sum ℓ = Σ e^(s − m): libm's `expf` of the same difference, added
+//!    in the order ndarray's `sum` adds a row of T values ([`UnrolledSum`]).
+//! 3. pass 3 over K and V: each weight e^(s − m) / ℓ, the same `expf` and the same division, so
+//!    the very number stage 4 holds, and O = W·V in chunks of [`KC`] keys, the chunks
+//!    matrixmultiply cuts the naive product's T keys into ([`KC`] says why that is its order).
+//!
+//! Only the queries are blocked freely: matrixmultiply gives an output element the same sum
+//! however many rows the product has, so a block of Br rows gets stage 4's rows.
 //!
 //! The weights must be divided by ℓ before they meet V (stage 4 rounds w = e/ℓ, then w·v), so ℓ
 //! has to be complete before pass 3 starts: that is why there are three passes over K where the
@@ -73,7 +80,9 @@ pub const KC: usize = 256;
 /// Stage 4's attention for one causal head, bit for bit, without its T × T matrices: Q, K, V
 /// (T, D) -> (T, D). Passes 1 and 2 walk the keys in tiles of `tiles.bc`; pass 3 in the naive
 /// product's chunks of [`KC`]. Tiles above the diagonal are skipped in every pass; a skipped
-/// weight is 0 in stage 4, and adds nothing there either.
+/// weight is 0 in stage 4, and its product adds ±0 there, which changes no sum but one that is
+/// exactly −0 (the only output whose bits could differ: an output of −0 here may be +0 in stage 4,
+/// which needs every product of the row to be −0).
 pub fn exact_attention(
     q: &ArrayView2<f32>,
     k: &ArrayView2<f32>,

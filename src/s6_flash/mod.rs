@@ -122,7 +122,7 @@ fn weights_cell<W: Write>(
         format!("stage 1  {}", print::tensor(&stage_1)),
         format!("bit for bit the same: {same_bits}"),
     ];
-    cell(out, "weights", "e^(x - m) / ℓ; stage 1's softmax", &lines)
+    cell(out, "weights", "e^(x − m) / ℓ; stage 1's softmax", &lines)
 }
 
 /// The tiles of the chapter's layer: 2 × 2 of its 6 × 6 scores.
