@@ -12,6 +12,7 @@ pub mod s2_trainable;
 pub mod s3_causal;
 pub mod s4_multihead;
 pub mod s5_gpt;
+pub mod s6_flash;
 
 pub use error::Error;
 

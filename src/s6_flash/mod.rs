@@ -1,0 +1,215 @@
+//! Stage 6: attention at length. Not in rasbt's chapter 3: the stage follows FlashAttention (Dao
+//! et al., "FlashAttention: Fast and Memory-Efficient Exact Attention with IO-Awareness", 2022) and
+//! the online softmax it is built on (Milakov and Gimelshein, 2018), and takes stage 4's causal
+//! multi-head attention to contexts where its T × T matrix of weights no longer fits.
+//!
+//! 1. [`online`]: softmax in one pass over the keys, a few at a time, keeping a running maximum m
+//!    and a running sum ℓ, on stage 1's scores of "journey".
+//! 2. [`tiled`]: FlashAttention's forward pass for stage 4's causal heads: queries in blocks of Br
+//!    rows, keys and values in tiles of Bc, the output rescaled as each tile arrives, the
+//!    log-sum-exp kept per row, the tiles above the diagonal skipped. Its module docs give what
+//!    each form costs.
+//! 3. [`bits`]: where the online form's bits part from stage 4's, in ULPs and absolutely
+//!    (`tests/s6_flash.rs` measures it up to T = 4,096 and states the bound).
+//! 4. [`exact`]: the same tiles, in three passes over the keys, that give stage 4's output bit for
+//!    bit; its module docs say why each step is bit-equal.
+//!
+//! [`heads`] holds stage 4's attention one head at a time, and stage 4's layer with any of these
+//! forms in place of it.
+//!
+//! [`run`] prints the online walk step by step, then the tiled and exact forms beside stage 4's
+//! layer, as `cargo run --example s6_flash` shows them.
+
+pub mod bits;
+pub mod exact;
+pub mod heads;
+pub mod online;
+pub mod tiled;
+
+use std::io::Write;
+
+use ndarray::{Array1, Array2, ArrayView1};
+
+use crate::print::{self, cell, heading};
+use crate::rng::torch::Generator;
+use crate::s1_simple::{self, JOURNEY, TOKENS};
+use crate::s2_trainable::D_OUT;
+use crate::s3_causal::batch;
+use crate::s4_multihead::MultiHeadAttention;
+use crate::{BookSeeds, Error};
+
+pub use bits::{Difference, ulp_of, ulps};
+pub use exact::{KC, UnrolledSum, exact_attention};
+pub use heads::{multi_head_forward, naive_attention};
+pub use online::{OnlineStep, online_softmax, online_weights};
+pub use tiled::{TiledForward, Tiles, score_tile, tiled_attention};
+
+/// The online softmax of the chapter reads two keys per step.
+pub const KEYS_PER_STEP: usize = 2;
+
+/// Stage 1's attention scores of the query "journey", ω₂ⱼ = x⁽ʲ⁾·x⁽²⁾: the row the online
+/// softmax walks.
+pub fn journey_scores() -> Array1<f32> {
+    let inputs = s1_simple::inputs(); // (T, d_in)
+    s1_simple::attn_scores_for(&inputs.row(JOURNEY), &inputs.view()) // (T)
+}
+
+/// Q, K and V of one head of `t` tokens and `d` columns, drawn uniformly from [−2, 2) in that
+/// order: the inputs of the stage's comparisons at length.
+pub fn random_head(seed: u64, t: usize, d: usize) -> [Array2<f32>; 3] {
+    let mut rng = Generator::manual_seed(seed);
+    [(); 3].map(|()| rng.uniform((t, d), -2.0, 2.0))
+}
+
+/// Prints the online softmax of "journey"'s scores step by step and its weights beside stage 1's,
+/// then the tiled and the exact forms in stage 4's layer, then both at length.
+pub fn run<W: Write>(out: &mut W, seeds: BookSeeds) -> Result<(), Error> {
+    online_walk(out)?;
+    chapter_layer(out, seeds)?;
+    at_length(out, seeds)?;
+    Ok(())
+}
+
+/// The walk: the scores, one cell per step, and the weights it ends at.
+fn online_walk<W: Write>(out: &mut W) -> std::io::Result<()> {
+    heading(
+        out,
+        "Online softmax: the scores of \"journey\", two keys at a time",
+    )?;
+    let scores = journey_scores(); // (T)
+    cell(out, "scores", "attn_scores_2", &[print::tensor(&scores)])?;
+    let steps = online_softmax(&scores.view(), KEYS_PER_STEP);
+    for (n, step) in steps.iter().enumerate() {
+        let tag = format!("step {}", n + 1);
+        cell(out, &tag, &keys_label(step), &step_lines(step))?;
+    }
+    let last = steps.last().expect("six scores make three steps");
+    weights_cell(out, &scores.view(), last)
+}
+
+/// `keys 0–1: Your, journey`.
+fn keys_label(step: &OnlineStep) -> String {
+    let words = TOKENS[step.keys.clone()].join(", ");
+    format!("keys {}–{}: {words}", step.keys.start, step.keys.end - 1)
+}
+
+/// The step's scores and how it moves m and ℓ.
+fn step_lines(step: &OnlineStep) -> Vec<String> {
+    let scores = Array1::from(step.scores.clone());
+    vec![
+        format!("scores             {}", print::tensor(&scores)),
+        format!("m                  {:.4} → {:.4}", step.m_old, step.m_new),
+        format!("e^(m_old − m_new)  {:.4}", step.rescale),
+        format!("ℓ                  {:.4} → {:.4}", step.l_old, step.l_new),
+    ]
+}
+
+/// The walk's weights e^(xⱼ − m) / ℓ, stage 1's softmax of the same scores, and whether they agree
+/// to the bit.
+fn weights_cell<W: Write>(
+    out: &mut W,
+    scores: &ArrayView1<f32>,
+    last: &OnlineStep,
+) -> std::io::Result<()> {
+    let online = online_weights(scores, last); // (T)
+    let stage_1 = s1_simple::softmax(&scores.to_owned()); // (T)
+    let same_bits = online
+        .iter()
+        .zip(&stage_1)
+        .all(|(a, b)| a.to_bits() == b.to_bits());
+    let lines = [
+        format!("online   {}", print::tensor(&online)),
+        format!("stage 1  {}", print::tensor(&stage_1)),
+        format!("bit for bit the same: {same_bits}"),
+    ];
+    cell(out, "weights", "e^(x − m) / ℓ; stage 1's softmax", &lines)
+}
+
+/// The tiles of the chapter's layer: 2 × 2 of its 6 × 6 scores.
+pub const BOOK_TILES: Tiles = Tiles { br: 2, bc: 2 };
+
+/// The grid of `t × t` scores in `tiles`, a row of tiles per query block: `■` computed, `·`
+/// skipped.
+pub fn tile_grid(tiles: Tiles, t: usize) -> Vec<String> {
+    let columns = t.div_ceil(tiles.bc);
+    let grid_row = |rows: std::ops::Range<usize>| {
+        let computed = tiles.visible_key_tiles(&rows).count();
+        let cells: Vec<&str> = (0..columns)
+            .map(|c| if c < computed { "■" } else { "·" })
+            .collect();
+        cells.join(" ")
+    };
+    tiles.query_blocks(t).map(grid_row).collect()
+}
+
+/// The tiles a causal pass computes and skips, and their grid.
+fn tiles_lines(tiles: Tiles, t: usize) -> Vec<String> {
+    let (computed, skipped) = tiles.count(t);
+    let mut lines = vec![format!(
+        "T = {t}, Br = {}, Bc = {}: {computed} tiles computed, {skipped} skipped",
+        tiles.br, tiles.bc
+    )];
+    lines.extend(tile_grid(tiles, t));
+    lines
+}
+
+/// `3 ULPs, 3.0e-8 absolutely, 0.5 ULPs of the largest output`.
+fn difference_line(what: &str, difference: Difference) -> String {
+    format!(
+        "{what}: {} ULPs, {:.1e} absolutely, {:.1} ULPs of the largest output",
+        difference.ulps, difference.absolute, difference.scaled_ulps
+    )
+}
+
+/// Stage 4's layer of §3.6.2 (two heads of one column, on the chapter's batch), its attention
+/// computed naively, tiled and exactly.
+fn chapter_layer<W: Write>(out: &mut W, seeds: BookSeeds) -> Result<(), Error> {
+    heading(out, "Tiled causal attention in stage 4's layer")?;
+    let batch = batch(); // (B, T, C)
+    let (_, t, d_in) = batch.dim();
+    let mut rng = Generator::manual_seed(seeds.seed_123);
+    let mha = MultiHeadAttention::new(&mut rng, d_in, D_OUT, t, 0.0, 2, false)?;
+    let stage_4 = mha.forward(&batch.view(), &mut rng)?; // (B, T, d_out)
+    cell(out, "tiles", "tile_grid", &tiles_lines(BOOK_TILES, t))?;
+    let tiled = multi_head_forward(&mha, &batch.view(), |q, k, v| {
+        tiled_attention(q, k, v, BOOK_TILES).output
+    })?; // (B, T, d_out)
+    let exact = multi_head_forward(&mha, &batch.view(), |q, k, v| {
+        exact_attention(q, k, v, BOOK_TILES)
+    })?; // (B, T, d_out)
+    let lines = [
+        print::tensor(&tiled),
+        difference_line("tiled vs stage 4", Difference::between(&tiled, &stage_4)),
+        difference_line("exact vs stage 4", Difference::between(&exact, &stage_4)),
+    ];
+    cell(out, "tiled", "context_vecs, tiled", &lines)?;
+    Ok(())
+}
+
+/// The length and tiles of the stage's printed comparison at length: one head of 64 columns.
+const LENGTH: (usize, usize, Tiles) = (256, 64, Tiles { br: 64, bc: 64 });
+
+/// One head of 64 columns at T = 256: the online and exact forms against stage 4's attention.
+fn at_length<W: Write>(out: &mut W, seeds: BookSeeds) -> Result<(), Error> {
+    let (t, d, tiles) = LENGTH;
+    heading(
+        out,
+        &format!("Where the bits part: one head of {d} columns, T = {t}"),
+    )?;
+    let [q, k, v] = random_head(seeds.seed_123, t, d);
+    let (q, k, v) = (q.view(), k.view(), v.view());
+    let naive = naive_attention(&q, &k, &v); // (T, D)
+    let tiled = tiled_attention(&q, &k, &v, tiles);
+    let exact = exact_attention(&q, &k, &v, tiles); // (T, D)
+    let mut lines = tiles_lines(tiles, t);
+    lines.push(difference_line(
+        "tiled vs stage 4",
+        Difference::between(&tiled.output, &naive),
+    ));
+    lines.push(difference_line(
+        "exact vs stage 4",
+        Difference::between(&exact, &naive),
+    ));
+    cell(out, "length", "tiled_attention; exact_attention", &lines)?;
+    Ok(())
+}
