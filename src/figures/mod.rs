@@ -6,9 +6,10 @@
 
 use ndarray::{Array2, Array3, ArrayView2, Axis};
 
+use self::chart::{Series, line_chart};
 use self::draw::{BLUE, GREEN, ORANGE, PURPLE, RED};
+use self::heatmap::{Panel, heatmap_grid};
 use crate::lang::Lang;
-use crate::plot::{self, Panel, Series};
 use crate::rng::torch::Generator;
 use crate::s1_simple::{TOKENS, inputs, simple_attention};
 use crate::s2_trainable::D_OUT;
@@ -17,7 +18,10 @@ use crate::s4_multihead::MultiHeadAttention;
 use crate::s5_gpt::train::Estimate;
 use crate::{BookSeeds, Error};
 
+pub mod ablation;
+mod chart;
 mod draw;
+pub mod heatmap;
 mod stage1;
 mod stage2;
 mod stage3;
@@ -41,7 +45,7 @@ impl Figure {
     }
 }
 
-/// Closes a hand-drawn picture (one opened with `plot::open_svg`) and files it as `file` in
+/// Closes a picture (one opened with `draw::open_svg`) and files it as `file` in
 /// `lang`'s edition.
 fn finish(lang: Lang, file: &str, mut svg: String) -> Figure {
     svg.push_str("</svg>\n");
@@ -59,7 +63,7 @@ fn heatmaps(lang: Lang, file: &str, title: &str, panels: &[Panel], causal: bool)
     Figure::new(
         lang,
         file,
-        plot::heatmaps(lang, title, panels, &TOKENS, masked),
+        heatmap::heatmaps(lang, title, panels, &TOKENS, masked),
     )
 }
 
@@ -207,7 +211,7 @@ fn step_chart(lang: Lang, file: &str, title: &str, y_label: &str, series: &[Seri
     Figure::new(
         lang,
         file,
-        plot::line_chart(lang, title, x_label, y_label, series),
+        line_chart(lang, title, x_label, y_label, series),
     )
 }
 
@@ -298,7 +302,7 @@ pub fn s5_attention_maps(lang: Lang, flags: &str, maps: &[Vec<Vec<f32>>], line: 
         }
     }
     let per_row = maps.first().map_or(1, Vec::len);
-    let svg = plot::heatmap_grid(lang, &title, &panels, &labels, per_row);
+    let svg = heatmap_grid(lang, &title, &panels, &labels, per_row);
     Figure::new(lang, "s5_beyond_attention.svg", svg)
 }
 
