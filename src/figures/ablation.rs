@@ -8,6 +8,7 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
+use super::draw::thousands;
 use crate::lang::Lang;
 use crate::s5_gpt::model::Architecture;
 
@@ -210,19 +211,6 @@ pub fn table(lang: Lang, rows: &[Measured], times: bool) -> String {
         });
     }
     text
-}
-
-/// 84929 as "84,929".
-fn thousands(n: usize) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 /// A model trained with the causal mask writing 0 instead of −1e9.

@@ -313,7 +313,7 @@ pub(super) fn line_chart(
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::figures::chart::*;
 
     #[test]
     fn line_chart_draws_each_series() {

@@ -6,7 +6,7 @@
 
 use std::fmt::{Display, Write};
 
-use super::heatmap::blue;
+use super::colours::blue;
 use crate::lang::Lang;
 
 // The palette: the first colours of matplotlib's, which the heat maps and loss curves of the book
@@ -156,6 +156,19 @@ pub(super) fn note(svg: &mut String, at: (f64, f64), content: &str) {
     text(svg, at, "middle", 12, GREY, content);
 }
 
+/// 84929 as "84,929": a count as the book prints it.
+pub(super) fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// The footer of a picture `width` × `height`: a note centred 14 px above its bottom edge.
 pub(super) fn footer(svg: &mut String, (width, height): (f64, f64), words: &str) {
     note(svg, (width / 2.0, height - 14.0), words);
@@ -262,6 +275,16 @@ pub(super) struct Shade {
     pub fill: String,
     pub ink: &'static str,
     pub word: String,
+}
+
+impl Shade {
+    pub(super) fn new(fill: &str, ink: &'static str, word: &str) -> Self {
+        Shade {
+            fill: fill.to_string(),
+            ink,
+            word: word.to_string(),
+        }
+    }
 }
 
 /// A cell of one weight on the Blues scale, where `top` is the darkest blue, its value printed to

@@ -3,7 +3,8 @@
 
 use ndarray::ArrayView2;
 
-use super::draw::{Tag, bar, note, open_svg, rect, weight};
+use super::colours::{BLUES, MASKED, blue};
+use super::draw::{Tag, bar, footer, open_svg, rect, weight};
 use crate::lang::Lang;
 
 /// Side of one heat-map cell, in pixels.
@@ -19,33 +20,6 @@ const BOTTOM: f64 = 40.0;
 const GAP: f64 = 24.0;
 /// Room on the right for the colour scale and its labels.
 const LEGEND: f64 = 96.0;
-/// The fill of a cell the causal mask removed.
-pub const MASKED: &str = "#e4e4e4";
-
-/// ColorBrewer's "Blues", from white to deep blue: the stops of the heat maps' colour scale.
-pub const BLUES: [(u8, u8, u8); 5] = [
-    (247, 251, 255),
-    (198, 219, 239),
-    (107, 174, 214),
-    (33, 113, 181),
-    (8, 48, 107),
-];
-
-/// The colour of `t` in [0, 1] on the [`BLUES`] scale: 0 white, 1 deep blue.
-pub(super) fn blue(t: f64) -> String {
-    let t = t.clamp(0.0, 1.0) * (BLUES.len() - 1) as f64;
-    let k = (t.floor() as usize).min(BLUES.len() - 2);
-    let f = t - k as f64;
-    let (a, b) = (BLUES[k], BLUES[k + 1]);
-    let mix = |x: u8, y: u8| (f64::from(x) + (f64::from(y) - f64::from(x)) * f).round() as u8;
-    format!(
-        "#{:02x}{:02x}{:02x}",
-        mix(a.0, b.0),
-        mix(a.1, b.1),
-        mix(a.2, b.2)
-    )
-}
-
 /// The top of the colour scale: the largest weight shown, rounded up to the next label of the scale
 /// (see [`scale_step`]), so that the darkest blue is about the largest weight and small differences
 /// between weights still show.
@@ -114,11 +88,11 @@ pub fn heatmaps(
         draw_labels(&mut svg, panel.title, tokens, left);
         draw_rows(&mut svg, panel, tokens, left, top_of_scale, &is_masked);
     }
-    let footer = lang.pick(
+    let words = lang.pick(
         "row: the query token · column: the key token it attends to",
         "行：查询词元 · 列：它所关注的键词元",
     );
-    note(&mut svg, (grid_right / 2.0, height - 14.0), footer);
+    footer(&mut svg, (grid_right, height), words);
     let scale = Scale {
         left: grid_right + 22.0,
         top: top_of_scale,
@@ -310,7 +284,7 @@ fn small_panel(
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::figures::heatmap::*;
 
     #[test]
     fn heatmap_has_one_cell_per_weight_and_greys_masked_cells() {

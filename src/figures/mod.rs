@@ -20,6 +20,7 @@ use crate::{BookSeeds, Error};
 
 pub mod ablation;
 mod chart;
+pub mod colours;
 mod draw;
 pub mod heatmap;
 mod stage1;

@@ -54,10 +54,14 @@ fn row_label(svg: &mut String, x: f64, y: f64, label: &str) {
     text(svg, (x, y + CELL_H / 2.0 + 4.5), "end", 13, "black", label);
 }
 
-/// The two lines of notes at the foot of a picture `width` × `height`.
-fn notes(svg: &mut String, (width, height): (f64, f64), lines: [&str; 2]) {
-    note(svg, (width / 2.0, height - 34.0), lines[0]);
-    note(svg, (width / 2.0, height - 16.0), lines[1]);
+/// The notes at the foot of a picture `width` × `height`, a line of `lines` each, the last 16 px
+/// above the bottom edge and each other 18 px above the next.
+fn notes(svg: &mut String, (width, height): (f64, f64), lines: &str) {
+    let count = lines.lines().count();
+    for (k, line) in lines.lines().enumerate() {
+        let y = height - 16.0 - 18.0 * (count - 1 - k) as f64;
+        note(svg, (width / 2.0, y), line);
+    }
 }
 
 /// The numbers of §3.3.1 for the query x⁽²⁾: the inputs (T, d_in), the scores ω₂ (T), the
@@ -120,16 +124,12 @@ fn inputs_figure(lang: Lang, journey: &Journey) -> Figure {
     for i in 0..TOKENS.len() {
         input_row(&mut svg, journey, i, width);
     }
-    let lines = [
-        lang.pick(
-            "An input whose large components sit where the query's are gives large products and a long bar.",
-            "输入的大分量若与查询的大分量位置相同，乘积就大，条形就长。",
-        ),
-        lang.pick(
-            "Cells: darker blue for larger numbers. Bars: the scores of attn_scores_for.",
-            "格子：数越大，蓝色越深。条形：attn_scores_for 算出的得分。",
-        ),
-    ];
+    let lines = lang.pick(
+        "An input whose large components sit where the query's are gives large products and a long bar.\n\
+         Cells: darker blue for larger numbers. Bars: the scores of attn_scores_for.",
+        "输入的大分量若与查询的大分量位置相同，乘积就大，条形就长。\n\
+         格子：数越大，蓝色越深。条形：attn_scores_for 算出的得分。",
+    );
     notes(&mut svg, (width, height), lines);
     finish(lang, "s1_inputs.svg", svg)
 }
@@ -215,16 +215,12 @@ fn journey_figure(lang: Lang, journey: &Journey) -> Figure {
         journey_row(&mut svg, journey, i, width);
     }
     journey_sums(&mut svg, journey);
-    let lines = [
-        lang.pick(
-            "Softmax keeps the scores' order and makes the weights sum to 1;",
-            "softmax 保持得分的大小顺序，并使权重之和为 1；",
-        ),
-        lang.pick(
-            "z⁽²⁾ adds up the inputs, each scaled by its weight: the high scorers count most.",
-            "z⁽²⁾ 把各输入按其权重缩放后相加：得分高的输入贡献最大。",
-        ),
-    ];
+    let lines = lang.pick(
+        "Softmax keeps the scores' order and makes the weights sum to 1;\n\
+         z⁽²⁾ adds up the inputs, each scaled by its weight: the high scorers count most.",
+        "softmax 保持得分的大小顺序，并使权重之和为 1；\n\
+         z⁽²⁾ 把各输入按其权重缩放后相加：得分高的输入贡献最大。",
+    );
     notes(&mut svg, (width, height), lines);
     finish(lang, "s1_journey.svg", svg)
 }

@@ -4,12 +4,12 @@
 
 use ndarray::Array2;
 
+use super::colours::blue;
 use super::draw::{
     GREEN, GREY, ORANGE, PURPLE, RED, Shade, Tag, arrow, bold, footer, legend_label, matrix,
     open_svg, rect, text, weight,
 };
 use super::finish;
-use super::heatmap::blue;
 use super::{Figure, s3_weights};
 use crate::lang::Lang;
 use crate::rng::torch::Generator;
@@ -183,36 +183,30 @@ fn masking(lang: Lang, seeds: BookSeeds) -> Result<Figure, Error> {
 
 /// Route `r`'s heading, and the titles of its three panels.
 fn route_words(lang: Lang, r: usize) -> (&'static str, [&'static str; 3]) {
-    let scores = lang.pick("scores ω", "分数 ω");
-    if r == 0 {
-        let heading = lang.pick(
+    let headings = [
+        lang.pick(
             "Route 1: softmax, then zero the future and renormalise",
             "方法 1：先 softmax，再把未来置零并重新归一化",
-        );
-        let zeroed = lang.pick("softmax, future zeroed", "softmax 后未来置零");
-        (
-            heading,
-            [
-                scores,
-                zeroed,
-                lang.pick("÷ row sum = weights", "除以行和 = 权重"),
-            ],
-        )
-    } else {
-        let heading = lang.pick(
+        ),
+        lang.pick(
             "Route 2: −∞ in the future, then softmax",
             "方法 2：先在未来处填入 −∞，再 softmax",
-        );
-        let masked = lang.pick("−∞ above the diagonal", "对角线上方填 −∞");
-        (
-            heading,
-            [
-                scores,
-                masked,
-                lang.pick("softmax = weights", "softmax = 权重"),
-            ],
-        )
-    }
+        ),
+    ];
+    let scores = lang.pick("scores ω", "分数 ω");
+    let titles = [
+        [
+            scores,
+            lang.pick("softmax, future zeroed", "softmax 后未来置零"),
+            lang.pick("÷ row sum = weights", "除以行和 = 权重"),
+        ],
+        [
+            scores,
+            lang.pick("−∞ above the diagonal", "对角线上方填 −∞"),
+            lang.pick("softmax = weights", "softmax = 权重"),
+        ],
+    ];
+    (headings[r], titles[r])
 }
 
 /// Cell (i, j) of panel `k` of route `r`, holding `value`: a score, a −∞, a zeroed weight (red
@@ -220,22 +214,10 @@ fn route_words(lang: Lang, r: usize) -> (&'static str, [&'static str; 3]) {
 fn route_shade(r: usize, k: usize, (i, j): (usize, usize), value: f32, top_score: f64) -> Shade {
     match (r, k) {
         (_, 0) => score(value, top_score),
-        (1, 1) if j > i => Shade {
-            fill: MINUS_INF.into(),
-            ink: "white",
-            word: "−∞".into(),
-        },
+        (1, 1) if j > i => Shade::new(MINUS_INF, "white", "−∞"),
         (1, 1) => score(value, top_score),
-        (0, 1) if j > i => Shade {
-            fill: FUTURE.into(),
-            ink: RED,
-            word: "0".into(),
-        },
-        _ if j > i => Shade {
-            fill: FUTURE.into(),
-            ink: GREY,
-            word: "0".into(),
-        },
+        (0, 1) if j > i => Shade::new(FUTURE, RED, "0"),
+        _ if j > i => Shade::new(FUTURE, GREY, "0"),
         _ => weight(value, 1.0),
     }
 }
@@ -328,28 +310,12 @@ fn dropout(lang: Lang, seeds: BookSeeds) -> Result<Figure, Error> {
     panels(&mut svg, top, titles, |k, i, j| {
         let is_kept = mask[(i, j)] > 0.0;
         match k {
-            1 if is_kept => Shade {
-                fill: KEPT.into(),
-                ink: GREEN,
-                word: "×2".into(),
-            },
-            1 => Shade {
-                fill: DROPPED.into(),
-                ink: RED,
-                word: "0".into(),
-            },
-            _ if j > i => Shade {
-                fill: FUTURE.into(),
-                ink: GREY,
-                word: "0".into(),
-            },
+            1 if is_kept => Shade::new(KEPT, GREEN, "×2"),
+            1 => Shade::new(DROPPED, RED, "0"),
+            _ if j > i => Shade::new(FUTURE, GREY, "0"),
             0 => weight(weights[(i, j)], top_of_scale),
             _ if is_kept => weight(dropped[(i, j)], top_of_scale),
-            _ => Shade {
-                fill: DROPPED.into(),
-                ink: RED,
-                word: "0".into(),
-            },
+            _ => Shade::new(DROPPED, RED, "0"),
         }
     });
     let scale = format!("{} 0 → {top_of_scale:.2}", lang.pick("weight", "权重"));

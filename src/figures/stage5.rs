@@ -6,7 +6,7 @@
 use super::Figure;
 use super::draw::{
     BLUE, GREY, ORANGE, RED, Tag, arrow, arrowhead, dot, legend_label, open_svg, polyline, rect,
-    rounded, sized, text, vertical_text,
+    rounded, sized, text, thousands, vertical_text,
 };
 use super::finish;
 use crate::Error;
@@ -361,16 +361,7 @@ fn residual(svg: &mut String, cx: f64, box_w: f64, lane: f64, (from, to): (f64, 
 
 /// The parameters on a tape: the sum of their sizes, with thousands separated.
 fn parameter_count(tape: &Tape) -> String {
-    let n: usize = tape.params().iter().map(|p| p.data.len()).sum();
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (k, ch) in digits.chars().enumerate() {
-        if k > 0 && (digits.len() - k).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(ch);
-    }
-    out
+    thousands(tape.params().iter().map(|p| p.data.len()).sum())
 }
 
 /// The model picture's columns: the centre and box width of the tutorial's, then of the full
