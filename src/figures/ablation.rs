@@ -134,14 +134,15 @@ pub struct Measured {
     pub variant: Variant,
     pub parameters: usize,
     pub steps: usize,
-    /// The mean training loss of the last [`TRAIN_WINDOW`](crate::s5_gpt::app::ablation::TRAIN_WINDOW) steps (fewer if the run is shorter).
+    /// The mean training loss of the last `TRAIN_WINDOW` steps of `s5_gpt::app::ablation` (fewer
+    /// if the run is shorter).
     pub train_loss: f64,
     /// The mean loss over the test batches after training.
     pub test_loss: f64,
     /// The median time of a training step, in milliseconds.
     pub ms_per_step: f64,
-    /// The mean weight a character gives itself, over every block and head, on [`LINE`](crate::s5_gpt::app::ablation::LINE) (from its
-    /// second character on: the first can attend to nothing else).
+    /// The mean weight a character gives itself, over every block and head, on the ablation's
+    /// `LINE` (from its second character on: the first can attend to nothing else).
     pub self_weight: f64,
     /// "ROMEO:" and [`SAMPLE_LEN`] characters sampled after training, as the chapter samples;
     /// empty where a [`Record`] does not hold it.

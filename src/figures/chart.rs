@@ -61,6 +61,14 @@ pub(super) struct Legend {
     pub key: f64,
 }
 
+/// Which of a style's two sizes of words a chart's words take: the ticks' and the legend's, or
+/// the axes' names.
+#[derive(Clone, Copy, Debug)]
+enum Role {
+    Tick,
+    Name,
+}
+
 /// How a chart is laid out and written.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Style {
@@ -154,12 +162,14 @@ impl LineChart<'_> {
         svg
     }
 
-    /// `words` at `at`, anchored `anchor`, in the style's `size` (`0` for the ticks' size, `1` for
-    /// the names').
-    fn words(&self, svg: &mut String, at: (f64, f64), anchor: &str, size: usize, words: &str) {
+    /// `words` at `at`, anchored `anchor`, in the style's size for their `role`.
+    fn words(&self, svg: &mut String, at: (f64, f64), anchor: &str, role: Role, words: &str) {
         match self.style.words {
             Some(sizes) => {
-                let size = [sizes.0, sizes.1][size];
+                let size = match role {
+                    Role::Tick => sizes.0,
+                    Role::Name => sizes.1,
+                };
                 text(svg, at, anchor, size, "black", words);
             }
             None if anchor == "start" => Tag::new("text").at(at).holding(svg, words),
@@ -176,11 +186,11 @@ impl LineChart<'_> {
         let ((x0, y0), (x1, _)) = self.corners();
         let x_tick = |svg: &mut String, (v, label): &(f64, String)| {
             let (px, _) = self.to_px((*v, self.y.ends.0));
-            self.words(svg, (px, y0 + 18.0), "middle", 0, label);
+            self.words(svg, (px, y0 + 18.0), "middle", Role::Tick, label);
         };
         let y_tick = |svg: &mut String, (v, label): &(f64, String)| {
             let (_, py) = self.to_px((self.x.ends.0, *v));
-            self.words(svg, (x0 - 6.0, py + 4.0), "end", 0, label);
+            self.words(svg, (x0 - 6.0, py + 4.0), "end", Role::Tick, label);
             if self.style.grid {
                 let line = Tag::new("line").ends((x0, py), (x1, py));
                 line.set("stroke", "#eee").close(svg);
@@ -203,7 +213,13 @@ impl LineChart<'_> {
         let (below, left) = self.style.names;
         let height = self.style.size.1;
         let name = self.x.name;
-        self.words(svg, ((x0 + x1) / 2.0, height - below), "middle", 1, name);
+        self.words(
+            svg,
+            ((x0 + x1) / 2.0, height - below),
+            "middle",
+            Role::Name,
+            name,
+        );
         let mid = (y0 + y1) / 2.0;
         match self.style.words {
             Some((_, size)) => vertical_text(svg, (left, mid), size, "black", self.y.name),
@@ -248,13 +264,8 @@ impl LineChart<'_> {
         };
         let y = y1 + legend.inset.1 + legend.row * n as f64;
         legend_key(svg, (x, y), (x + legend.key, y), series.colour);
-        self.words(
-            svg,
-            (x + legend.key + 6.0, y + 4.0),
-            "start",
-            0,
-            series.name,
-        );
+        let at = (x + legend.key + 6.0, y + 4.0);
+        self.words(svg, at, "start", Role::Tick, series.name);
     }
 }
 

@@ -66,7 +66,7 @@ struct Plane {
     hi: (f64, f64),
 }
 
-/// Where the plane's origin corner stands on the page, and its pixels per unit (both axes).
+/// The page x of the plane's left edge, and the plane's height in px: its scale on both axes.
 const PLANE_LEFT: f64 = 110.0;
 const PLANE_HEIGHT: f64 = 390.0;
 

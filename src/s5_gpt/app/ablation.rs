@@ -4,9 +4,9 @@
 //! of a trained model.
 //!
 //! `cargo run --release --example ablation` trains every row for the tutorial's two epochs, keeps
-//! what it measured in a [`Record`](crate::figures::ablation::Record), and draws from it the tables the book includes
-//! ([`crate::figures::ablation`]), once in each edition's words; `tests/s5_beyond.rs` locks a short
-//! version of the same tables.
+//! what it measured in a [`Record`](crate::figures::ablation::Record), and draws from it the tables
+//! the book includes ([`crate::figures::ablation`]), once in each edition's words;
+//! `tests/s5_beyond.rs` locks a short version of the same tables.
 
 use std::time::Instant;
 
