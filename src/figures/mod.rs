@@ -3,6 +3,15 @@
 //! that the committed files are what this code draws. Each picture is drawn for both editions from
 //! the same numbers: the English one in `book/src/img/`, the Chinese one, in Chinese words, in
 //! `book/src/img/zh-CN/`.
+//!
+//! | module | what it draws |
+//! |---|---|
+//! | `draw` | the vocabulary every picture is written in: text, boxes, arrows, axes, legends |
+//! | [`colours`] | the heat maps' colour scale, shared by every shaded weight |
+//! | [`heatmap`] | attention weights as heat maps |
+//! | `chart` | line charts, on linear or log axes: the stage-5 curves and stage 2's scaling |
+//! | `stage1` … `stage5`, [`trained`] | the pictures of each stage's ideas, and of the trained model |
+//! | [`ablation`] | the Markdown tables of the chapter "What the tutorial's model leaves out" |
 
 use ndarray::{Array2, Array3, ArrayView2, Axis};
 
