@@ -2,7 +2,7 @@
 //! book's two chart styles ([`Style`]): the stage-5 step charts' ([`STEPS`]) and stage 2's.
 
 use super::draw::{
-    GREY, Tag, axes, dot, legend_key, note, open_svg, polyline, text, vertical_text,
+    GREY, Tag, axes, close_svg, dot, legend_key, note, open_svg, polyline, text, vertical_text,
 };
 use crate::lang::Lang;
 
@@ -158,8 +158,7 @@ impl LineChart<'_> {
         if let Some(footer) = self.footer {
             note(&mut svg, (width / 2.0, height - 10.0), footer);
         }
-        svg.push_str("</svg>\n");
-        svg
+        close_svg(svg)
     }
 
     /// `words` at `at`, anchored `anchor`, in the style's size for their `role`.

@@ -25,7 +25,7 @@ const CJK_FONTS: &str = "'Noto Sans CJK SC', 'Source Han Sans SC', 'PingFang SC'
                          'Hiragino Sans GB', 'Microsoft YaHei', 'WenQuanYi Micro Hei', sans-serif";
 
 /// The opening tag, a white background and the title centred on top: the start of every picture,
-/// which [`super::finish`] closes.
+/// which [`close_svg`] ends.
 pub(super) fn open_svg(lang: Lang, width: f64, height: f64, title: &str) -> String {
     let fonts = lang.pick("sans-serif", CJK_FONTS);
     format!(
@@ -36,6 +36,12 @@ pub(super) fn open_svg(lang: Lang, width: f64, height: f64, title: &str) -> Stri
         width / 2.0,
         escape(title)
     )
+}
+
+/// The end of every picture.
+pub(super) fn close_svg(mut svg: String) -> String {
+    svg.push_str("</svg>\n");
+    svg
 }
 
 /// Escapes the characters XML reserves.

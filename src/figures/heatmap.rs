@@ -4,7 +4,7 @@
 use ndarray::ArrayView2;
 
 use super::colours::{BLUES, MASKED, blue};
-use super::draw::{Tag, bar, footer, open_svg, rect, weight};
+use super::draw::{Tag, bar, close_svg, footer, open_svg, rect, weight};
 use crate::lang::Lang;
 
 /// Side of one heat-map cell, in pixels.
@@ -99,8 +99,7 @@ pub fn heatmaps(
         height: CELL * n as f64,
     };
     scale.draw(lang, &mut svg, masked.is_some());
-    svg.push_str("</svg>\n");
-    svg
+    close_svg(svg)
 }
 
 /// One panel's title and the token labels slanted along the top of cells starting at `left`.
@@ -246,8 +245,7 @@ pub fn heatmap_grid(
             .holding(&mut svg, name);
         small_panel(&mut svg, (left, top + margin), weights, labels);
     }
-    svg.push_str("</svg>\n");
-    svg
+    close_svg(svg)
 }
 
 /// One panel of a [`heatmap_grid`], its cells from (left, top): the labels, 9 px, then the cells,

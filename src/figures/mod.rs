@@ -57,9 +57,8 @@ impl Figure {
 
 /// Closes a picture (one opened with `draw::open_svg`) and files it as `file` in
 /// `lang`'s edition.
-fn finish(lang: Lang, file: &str, mut svg: String) -> Figure {
-    svg.push_str("</svg>\n");
-    Figure::new(lang, file, svg)
+fn finish(lang: Lang, file: &str, svg: String) -> Figure {
+    Figure::new(lang, file, draw::close_svg(svg))
 }
 
 /// True above the diagonal: the cells a causal mask hides.
