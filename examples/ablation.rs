@@ -16,12 +16,12 @@ use std::process::ExitCode;
 
 use attention_from_scratch::cli::exit_code;
 use attention_from_scratch::figures;
+use attention_from_scratch::figures::ablation::{
+    self, ALL_OF_THEM, Measured, Record, TUTORIAL, chapter_tables, variants,
+};
 use attention_from_scratch::lang::Lang;
 use attention_from_scratch::s5_gpt::Trainer;
-use attention_from_scratch::s5_gpt::app::ablation::{
-    self, ALL_OF_THEM, LINE, Measured, Record, TUTORIAL, attention_maps, chapter_tables,
-    mask_value_0, measure, variants,
-};
+use attention_from_scratch::s5_gpt::app::ablation::{LINE, attention_maps, mask_value_0, measure};
 use clap::Parser;
 
 /// Trains each model of the chapter "What the tutorial's model leaves out" and writes its tables.

@@ -4,7 +4,6 @@ pub mod cli;
 pub mod error;
 pub mod figures;
 pub mod lang;
-pub mod plot;
 pub mod print;
 pub mod rng;
 pub mod s1_simple;

@@ -221,9 +221,10 @@ fn every_picture_is_shown_in_both_editions() {
 
 #[test]
 fn committed_ablation_tables_and_picture_are_drawn_from_the_record() {
+    use attention_from_scratch::figures::ablation::{Record, chapter_tables};
     use attention_from_scratch::figures::{committed, s5_attention_maps};
     use attention_from_scratch::lang::Lang;
-    use attention_from_scratch::s5_gpt::app::ablation::{LINE, Record, chapter_tables};
+    use attention_from_scratch::s5_gpt::app::ablation::LINE;
     let read = |file: &str| fs::read_to_string(book_src().join("generated").join(file)).unwrap();
     let record: Record = serde_json::from_str(&read("ablation.json")).unwrap();
     let maps: Vec<Vec<Vec<f32>>> = serde_json::from_str(&read("ablation_attention.json")).unwrap();

@@ -4,10 +4,11 @@
 
 use std::sync::atomic::AtomicBool;
 
-use attention_from_scratch::lang::Lang;
-use attention_from_scratch::s5_gpt::app::ablation::{
-    ALL_OF_THEM, TUTORIAL, mask_table, mask_value_0, measure, table, variants,
+use attention_from_scratch::figures::ablation::{
+    ALL_OF_THEM, TUTORIAL, mask_table, table, variants,
 };
+use attention_from_scratch::lang::Lang;
+use attention_from_scratch::s5_gpt::app::ablation::{mask_value_0, measure};
 use attention_from_scratch::s5_gpt::app::args::Cli;
 
 const STEPS: usize = 300;

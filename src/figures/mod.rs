@@ -3,12 +3,22 @@
 //! that the committed files are what this code draws. Each picture is drawn for both editions from
 //! the same numbers: the English one in `book/src/img/`, the Chinese one, in Chinese words, in
 //! `book/src/img/zh-CN/`.
+//!
+//! | module | what it draws |
+//! |---|---|
+//! | `draw` | the vocabulary every picture is written in: text, boxes, arrows, axes, legends |
+//! | [`colours`] | the heat maps' colour scale, shared by every shaded weight |
+//! | [`heatmap`] | attention weights as heat maps |
+//! | `chart` | line charts, on linear or log axes: the stage-5 curves and stage 2's scaling |
+//! | `stage1` … `stage5`, [`trained`] | the pictures of each stage's ideas, and of the trained model |
+//! | [`ablation`] | the Markdown tables of the chapter "What the tutorial's model leaves out" |
 
 use ndarray::{Array2, Array3, ArrayView2, Axis};
 
+use self::chart::{Series, line_chart};
 use self::draw::{BLUE, GREEN, ORANGE, PURPLE, RED};
+use self::heatmap::{Panel, heatmap_grid};
 use crate::lang::Lang;
-use crate::plot::{self, Panel, Series};
 use crate::rng::torch::Generator;
 use crate::s1_simple::{TOKENS, inputs, simple_attention};
 use crate::s2_trainable::D_OUT;
@@ -17,8 +27,12 @@ use crate::s4_multihead::MultiHeadAttention;
 use crate::s5_gpt::train::Estimate;
 use crate::{BookSeeds, Error};
 
+pub mod ablation;
 pub mod attention;
+mod chart;
+pub mod colours;
 mod draw;
+pub mod heatmap;
 mod stage1;
 mod stage2;
 mod stage3;
@@ -42,11 +56,10 @@ impl Figure {
     }
 }
 
-/// Closes a hand-drawn picture (one opened with `plot::open_svg`) and files it as `file` in
+/// Closes a picture (one opened with `draw::open_svg`) and files it as `file` in
 /// `lang`'s edition.
-fn finish(lang: Lang, file: &str, mut svg: String) -> Figure {
-    svg.push_str("</svg>\n");
-    Figure::new(lang, file, svg)
+fn finish(lang: Lang, file: &str, svg: String) -> Figure {
+    Figure::new(lang, file, draw::close_svg(svg))
 }
 
 /// True above the diagonal: the cells a causal mask hides.
@@ -60,7 +73,7 @@ fn heatmaps(lang: Lang, file: &str, title: &str, panels: &[Panel], causal: bool)
     Figure::new(
         lang,
         file,
-        plot::heatmaps(lang, title, panels, &TOKENS, masked),
+        heatmap::heatmaps(lang, title, panels, &TOKENS, masked),
     )
 }
 
@@ -208,7 +221,7 @@ fn step_chart(lang: Lang, file: &str, title: &str, y_label: &str, series: &[Seri
     Figure::new(
         lang,
         file,
-        plot::line_chart(lang, title, x_label, y_label, series),
+        line_chart(lang, title, x_label, y_label, series),
     )
 }
 
@@ -299,7 +312,7 @@ pub fn s5_attention_maps(lang: Lang, flags: &str, maps: &[Vec<Vec<f32>>], line: 
         }
     }
     let per_row = maps.first().map_or(1, Vec::len);
-    let svg = plot::heatmap_grid(lang, &title, &panels, &labels, per_row);
+    let svg = heatmap_grid(lang, &title, &panels, &labels, per_row);
     Figure::new(lang, "s5_beyond_attention.svg", svg)
 }
 

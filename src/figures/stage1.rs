@@ -4,16 +4,15 @@
 //!
 //! The colours of the query, the scores and the weights here are shared with stage 2's pictures.
 
-use std::fmt::Write;
-
 use ndarray::{Array1, Array2};
 
 use super::Figure;
-use super::draw::{BLUE, GREEN, GREY, ORANGE, PURPLE, arrow, bar, cell, frame, note, text, weight};
+use super::draw::{
+    BLUE, GREEN, GREY, ORANGE, PURPLE, Tag, arrow, bar, cell, frame, note, open_svg, text, weight,
+};
 use super::finish;
 use crate::Error;
 use crate::lang::Lang;
-use crate::plot::open_svg;
 use crate::s1_simple::{JOURNEY, TOKENS, attn_scores_for, context_vector, inputs, softmax};
 
 /// The query's colour: the row of x⁽²⁾ is outlined and its arrow drawn in it.
@@ -55,10 +54,14 @@ fn row_label(svg: &mut String, x: f64, y: f64, label: &str) {
     text(svg, (x, y + CELL_H / 2.0 + 4.5), "end", 13, "black", label);
 }
 
-/// The two lines of notes at the foot of a picture `width` × `height`.
-fn notes(svg: &mut String, (width, height): (f64, f64), lines: [&str; 2]) {
-    note(svg, (width / 2.0, height - 34.0), lines[0]);
-    note(svg, (width / 2.0, height - 16.0), lines[1]);
+/// The notes at the foot of a picture `width` × `height`, a line of `lines` each, the last 16 px
+/// above the bottom edge and each other 18 px above the next.
+fn notes(svg: &mut String, (width, height): (f64, f64), lines: &str) {
+    let count = lines.lines().count();
+    for (k, line) in lines.lines().enumerate() {
+        let y = height - 16.0 - 18.0 * (count - 1 - k) as f64;
+        note(svg, (width / 2.0, y), line);
+    }
 }
 
 /// The numbers of §3.3.1 for the query x⁽²⁾: the inputs (T, d_in), the scores ω₂ (T), the
@@ -90,6 +93,12 @@ impl Journey {
 const CELL_W: f64 = 48.0;
 const CELL_H: f64 = 32.0;
 
+/// The inputs picture's columns: the row labels' right edge, and the left edges of the
+/// components, of the products and of the score bars.
+const INPUTS_COLUMNS: (f64, f64, f64, f64) = (100.0, 112.0, 300.0, 486.0);
+/// The inputs picture's first input row, and the pitch of its rows.
+const INPUTS_ROWS: (f64, f64) = (136.0, 46.0);
+
 /// `s1_inputs.svg`: the query x⁽²⁾ and the six inputs as rows of three shaded components, the
 /// products x⁽ⁱ⁾ₖ·qₖ, and each input's score ω₂ᵢ, their sum, as a bar.
 fn inputs_figure(lang: Lang, journey: &Journey) -> Figure {
@@ -103,102 +112,90 @@ fn inputs_figure(lang: Lang, journey: &Journey) -> Figure {
             "第 1 阶段：每个输入与查询 x⁽²⁾（journey）有多相似",
         ),
     );
-    let query = journey.inputs.row(JOURNEY);
-    let (label_x, comp_x, prod_x, bar_x) = (100.0, 112.0, 300.0, 486.0);
-    let bar_per_unit = 130.0; // px per unit of score
-    let (top, row) = (136.0, 46.0);
-
-    // Headers.
-    let header = |svg: &mut String, x: f64, y: f64, words: &str| {
-        text(svg, (x, y), "middle", 13, "black", words)
-    };
-    header(
-        &mut svg,
-        comp_x + 1.5 * CELL_W,
-        52.0,
-        lang.pick("components", "分量"),
-    );
-    header(
-        &mut svg,
-        prod_x + 1.5 * CELL_W,
-        top - 12.0,
-        lang.pick("products x⁽ⁱ⁾ₖ · qₖ", "乘积 x⁽ⁱ⁾ₖ · qₖ"),
-    );
-    header(
-        &mut svg,
-        bar_x + 100.0,
-        top - 12.0,
-        lang.pick(
-            "score ω₂ᵢ = x⁽ⁱ⁾ · q (their sum)",
-            "得分 ω₂ᵢ = x⁽ⁱ⁾ · q（乘积之和）",
-        ),
-    );
-
-    // The query.
+    inputs_headers(lang, &mut svg);
+    let (label_x, comp_x, _, _) = INPUTS_COLUMNS;
     let query_box = (comp_x + 3.0 * CELL_W + 6.0, CELL_H + 12.0);
     frame(&mut svg, (6.0, 60.0), query_box, QUERY, "#fff5eb");
     let query_label = lang.pick("query q = x⁽²⁾", "查询 q = x⁽²⁾");
     row_label(&mut svg, label_x, 66.0, query_label);
-    for (k, &q) in query.iter().enumerate() {
+    for (k, &q) in journey.inputs.row(JOURNEY).iter().enumerate() {
         component(&mut svg, (comp_x + CELL_W * k as f64, 66.0), q);
     }
-
-    // The inputs, their products with q, and their scores.
-    for (i, token) in TOKENS.iter().enumerate() {
-        let y = top + row * i as f64;
-        if i == JOURNEY {
-            let row_box = (width - 12.0, CELL_H + 12.0);
-            frame(&mut svg, (6.0, y - 6.0), row_box, QUERY, "none");
-        }
-        row_label(
-            &mut svg,
-            label_x,
-            y,
-            &format!("x⁽{}⁾ {token}", superscript(i + 1)),
-        );
-        for (k, (&x, &q)) in journey.inputs.row(i).iter().zip(query).enumerate() {
-            component(&mut svg, (comp_x + CELL_W * k as f64, y), x);
-            component(&mut svg, (prod_x + CELL_W * k as f64, y), x * q);
-        }
-        let between = |svg: &mut String, x: f64, operator: &str| {
-            text(
-                svg,
-                (x, y + CELL_H / 2.0 + 5.0),
-                "middle",
-                15,
-                GREY,
-                operator,
-            )
-        };
-        between(&mut svg, (comp_x + 3.0 * CELL_W + prod_x) / 2.0, "×q");
-        between(&mut svg, (prod_x + 3.0 * CELL_W + bar_x) / 2.0, "Σ");
-        let score = journey.scores[i];
-        labelled_bar(
-            &mut svg,
-            (bar_x, y + 4.0),
-            (f64::from(score) * bar_per_unit, CELL_H - 8.0),
-            SCORE,
-            &format!("{score:.4}"),
-        );
+    for i in 0..TOKENS.len() {
+        input_row(&mut svg, journey, i, width);
     }
-    let lines = [
-        lang.pick(
-            "An input whose large components sit where the query's are gives large products and a long bar.",
-            "输入的大分量若与查询的大分量位置相同，乘积就大，条形就长。",
-        ),
-        lang.pick(
-            "Cells: darker blue for larger numbers. Bars: the scores of attn_scores_for.",
-            "格子：数越大，蓝色越深。条形：attn_scores_for 算出的得分。",
-        ),
-    ];
+    let lines = lang.pick(
+        "An input whose large components sit where the query's are gives large products and a long bar.\n\
+         Cells: darker blue for larger numbers. Bars: the scores of attn_scores_for.",
+        "输入的大分量若与查询的大分量位置相同，乘积就大，条形就长。\n\
+         格子：数越大，蓝色越深。条形：attn_scores_for 算出的得分。",
+    );
     notes(&mut svg, (width, height), lines);
     finish(lang, "s1_inputs.svg", svg)
+}
+
+/// The inputs picture's column headers.
+fn inputs_headers(lang: Lang, svg: &mut String) {
+    let (_, comp_x, prod_x, bar_x) = INPUTS_COLUMNS;
+    let top = INPUTS_ROWS.0;
+    let header = |svg: &mut String, x: f64, y: f64, words: &str| {
+        text(svg, (x, y), "middle", 13, "black", words)
+    };
+    let components = lang.pick("components", "分量");
+    header(svg, comp_x + 1.5 * CELL_W, 52.0, components);
+    let products = lang.pick("products x⁽ⁱ⁾ₖ · qₖ", "乘积 x⁽ⁱ⁾ₖ · qₖ");
+    header(svg, prod_x + 1.5 * CELL_W, top - 12.0, products);
+    let score = lang.pick(
+        "score ω₂ᵢ = x⁽ⁱ⁾ · q (their sum)",
+        "得分 ω₂ᵢ = x⁽ⁱ⁾ · q（乘积之和）",
+    );
+    header(svg, bar_x + 100.0, top - 12.0, score);
+}
+
+/// Input `i`'s row in a picture `width` wide: its components, their products with the query, and
+/// its score as a bar; the query's own row framed.
+fn input_row(svg: &mut String, journey: &Journey, i: usize, width: f64) {
+    let (label_x, comp_x, prod_x, bar_x) = INPUTS_COLUMNS;
+    let bar_per_unit = 130.0; // px per unit of score
+    let (top, row) = INPUTS_ROWS;
+    let y = top + row * i as f64;
+    if i == JOURNEY {
+        let row_box = (width - 12.0, CELL_H + 12.0);
+        frame(svg, (6.0, y - 6.0), row_box, QUERY, "none");
+    }
+    let label = format!("x⁽{}⁾ {}", superscript(i + 1), TOKENS[i]);
+    row_label(svg, label_x, y, &label);
+    let query = journey.inputs.row(JOURNEY);
+    for (k, (&x, &q)) in journey.inputs.row(i).iter().zip(query).enumerate() {
+        component(svg, (comp_x + CELL_W * k as f64, y), x);
+        component(svg, (prod_x + CELL_W * k as f64, y), x * q);
+    }
+    let between = |svg: &mut String, x: f64, operator: &str| {
+        let at = (x, y + CELL_H / 2.0 + 5.0);
+        text(svg, at, "middle", 15, GREY, operator)
+    };
+    between(svg, (comp_x + 3.0 * CELL_W + prod_x) / 2.0, "×q");
+    between(svg, (prod_x + 3.0 * CELL_W + bar_x) / 2.0, "Σ");
+    let score = journey.scores[i];
+    labelled_bar(
+        svg,
+        (bar_x, y + 4.0),
+        (f64::from(score) * bar_per_unit, CELL_H - 8.0),
+        SCORE,
+        &format!("{score:.4}"),
+    );
 }
 
 /// `n` (1 to 9) as a superscript digit.
 pub(super) fn superscript(n: usize) -> char {
     ['⁰', '¹', '²', '³', '⁴', '⁵', '⁶', '⁷', '⁸', '⁹'][n % 10]
 }
+
+/// The journey picture's columns: the row labels' right edge, and the left edges of the score
+/// bars, of the weight bars and of the weighted inputs.
+const JOURNEY_COLUMNS: (f64, f64, f64, f64) = (82.0, 92.0, 300.0, 526.0);
+/// The journey picture's first row, and the pitch of its rows.
+const JOURNEY_ROWS: (f64, f64) = (84.0, 44.0);
 
 /// `s1_journey.svg`: for the query journey, the six scores as bars, their softmax weights as bars
 /// (summing to 1), each input times its weight, and the context vector z⁽²⁾ as the sum of those.
@@ -213,112 +210,97 @@ fn journey_figure(lang: Lang, journey: &Journey) -> Figure {
             "第 1 阶段：查询 journey 的得分 → 权重 → 上下文向量",
         ),
     );
-    let (label_x, score_x, weight_x, sum_x) = (82.0, 92.0, 300.0, 526.0);
-    let score_px = 100.0 / 1.6; // px per unit of score
-    let weight_px = 110.0 / 0.25; // px per unit of weight
-    let (top, row) = (84.0, 44.0);
+    journey_headers(lang, &mut svg);
+    for i in 0..TOKENS.len() {
+        journey_row(&mut svg, journey, i, width);
+    }
+    journey_sums(&mut svg, journey);
+    let lines = lang.pick(
+        "Softmax keeps the scores' order and makes the weights sum to 1;\n\
+         z⁽²⁾ adds up the inputs, each scaled by its weight: the high scorers count most.",
+        "softmax 保持得分的大小顺序，并使权重之和为 1；\n\
+         z⁽²⁾ 把各输入按其权重缩放后相加：得分高的输入贡献最大。",
+    );
+    notes(&mut svg, (width, height), lines);
+    finish(lang, "s1_journey.svg", svg)
+}
+
+/// The journey picture's three headers, and the arrows between them.
+fn journey_headers(lang: Lang, svg: &mut String) {
+    let (_, score_x, weight_x, sum_x) = JOURNEY_COLUMNS;
+    let top = JOURNEY_ROWS.0;
     let header = |svg: &mut String, x: f64, words: &str| {
         text(svg, (x, top - 16.0), "middle", 13, "black", words)
     };
     header(
-        &mut svg,
+        svg,
         score_x + 60.0,
         lang.pick("1. scores ω₂ᵢ", "1. 得分 ω₂ᵢ"),
     );
     header(
-        &mut svg,
+        svg,
         weight_x + 70.0,
         lang.pick("2. weights α₂ᵢ", "2. 权重 α₂ᵢ"),
     );
-    header(
-        &mut svg,
-        sum_x + 1.5 * CELL_W,
-        lang.pick("3. α₂ᵢ · x⁽ⁱ⁾", "3. α₂ᵢ · x⁽ⁱ⁾"),
-    );
+    let weighted = lang.pick("3. α₂ᵢ · x⁽ⁱ⁾", "3. α₂ᵢ · x⁽ⁱ⁾");
+    header(svg, sum_x + 1.5 * CELL_W, weighted);
     let between = |svg: &mut String, x0: f64, x1: f64, words: &str| {
         let y = top - 36.0;
         arrow(svg, (x0, y), (x1, y), GREY, 1.5, (8.0, 3.6));
         text(svg, ((x0 + x1) / 2.0, y - 6.0), "middle", 12, GREY, words);
     };
-    between(&mut svg, score_x + 150.0, weight_x + 10.0, "softmax");
-    between(
-        &mut svg,
-        weight_x + 150.0,
-        sum_x + 10.0,
-        lang.pick("× x⁽ⁱ⁾", "× x⁽ⁱ⁾"),
-    );
+    between(svg, score_x + 150.0, weight_x + 10.0, "softmax");
+    let times = lang.pick("× x⁽ⁱ⁾", "× x⁽ⁱ⁾");
+    between(svg, weight_x + 150.0, sum_x + 10.0, times);
+}
 
-    for (i, token) in TOKENS.iter().enumerate() {
-        let y = top + row * i as f64;
-        if i == JOURNEY {
-            let row_box = (width - 12.0, CELL_H + 10.0);
-            frame(&mut svg, (6.0, y - 5.0), row_box, QUERY, "#fff5eb");
-        }
-        row_label(&mut svg, label_x, y, token);
-        let (score, weight) = (journey.scores[i], journey.weights[i]);
-        let bar_h = CELL_H - 10.0;
-        let score_bar = (f64::from(score) * score_px, bar_h);
-        labelled_bar(
-            &mut svg,
-            (score_x, y + 5.0),
-            score_bar,
-            SCORE,
-            &format!("{score:.4}"),
-        );
-        let weight_bar = (f64::from(weight) * weight_px, bar_h);
-        labelled_bar(
-            &mut svg,
-            (weight_x, y + 5.0),
-            weight_bar,
-            WEIGHT,
-            &format!("{weight:.4}"),
-        );
-        for (k, &x) in journey.inputs.row(i).iter().enumerate() {
-            component(&mut svg, (sum_x + CELL_W * k as f64, y), weight * x);
-        }
+/// Input `i`'s row in a picture `width` wide: its score and its weight as bars, and the input
+/// times its weight; the query's own row framed.
+fn journey_row(svg: &mut String, journey: &Journey, i: usize, width: f64) {
+    let (label_x, score_x, weight_x, sum_x) = JOURNEY_COLUMNS;
+    let score_px = 100.0 / 1.6; // px per unit of score
+    let weight_px = 110.0 / 0.25; // px per unit of weight
+    let (top, row) = JOURNEY_ROWS;
+    let y = top + row * i as f64;
+    if i == JOURNEY {
+        let row_box = (width - 12.0, CELL_H + 10.0);
+        frame(svg, (6.0, y - 5.0), row_box, QUERY, "#fff5eb");
     }
+    row_label(svg, label_x, y, TOKENS[i]);
+    let (score, weight) = (journey.scores[i], journey.weights[i]);
+    let bar_h = CELL_H - 10.0;
+    let score_bar = (f64::from(score) * score_px, bar_h);
+    let words = format!("{score:.4}");
+    labelled_bar(svg, (score_x, y + 5.0), score_bar, SCORE, &words);
+    let weight_bar = (f64::from(weight) * weight_px, bar_h);
+    let words = format!("{weight:.4}");
+    labelled_bar(svg, (weight_x, y + 5.0), weight_bar, WEIGHT, &words);
+    for (k, &x) in journey.inputs.row(i).iter().enumerate() {
+        component(svg, (sum_x + CELL_W * k as f64, y), weight * x);
+    }
+}
 
-    // The sums: the weights add up to 1, the weighted inputs to z⁽²⁾.
+/// The sums under the rows: the weights add up to 1, the weighted inputs to z⁽²⁾, framed.
+fn journey_sums(svg: &mut String, journey: &Journey) {
+    let (_, _, weight_x, sum_x) = JOURNEY_COLUMNS;
+    let (top, row) = JOURNEY_ROWS;
     let y = top + row * TOKENS.len() as f64 + 4.0;
     let rule = |svg: &mut String, x0: f64, x1: f64| {
-        let _ = writeln!(
-            svg,
-            "<line x1=\"{x0:.1}\" y1=\"{:.1}\" x2=\"{x1:.1}\" y2=\"{:.1}\" stroke=\"black\"/>",
-            y - 6.0,
-            y - 6.0
-        );
+        let line = Tag::new("line").ends((x0, y - 6.0), (x1, y - 6.0));
+        line.set("stroke", "black").close(svg);
     };
-    rule(&mut svg, weight_x, weight_x + 170.0);
-    rule(&mut svg, sum_x, sum_x + 3.0 * CELL_W);
+    rule(svg, weight_x, weight_x + 170.0);
+    rule(svg, sum_x, sum_x + 3.0 * CELL_W);
     let total: f32 = journey.weights.sum();
     let sum_label = (weight_x, y + CELL_H / 2.0 + 4.5);
-    text(
-        &mut svg,
-        sum_label,
-        "start",
-        13,
-        "black",
-        &format!("Σ α₂ᵢ = {total:.4}"),
-    );
-    row_label(&mut svg, sum_x - 8.0, y, "z⁽²⁾ = Σ");
+    let words = format!("Σ α₂ᵢ = {total:.4}");
+    text(svg, sum_label, "start", 13, "black", &words);
+    row_label(svg, sum_x - 8.0, y, "z⁽²⁾ = Σ");
     for (k, &z) in journey.context.iter().enumerate() {
-        component(&mut svg, (sum_x + CELL_W * k as f64, y), z);
+        component(svg, (sum_x + CELL_W * k as f64, y), z);
     }
     let z_box = (3.0 * CELL_W + 4.0, CELL_H + 4.0);
-    frame(&mut svg, (sum_x - 2.0, y - 2.0), z_box, PURPLE, "none");
-
-    let lines = [
-        lang.pick(
-            "Softmax keeps the scores' order and makes the weights sum to 1;",
-            "softmax 保持得分的大小顺序，并使权重之和为 1；",
-        ),
-        lang.pick(
-            "z⁽²⁾ adds up the inputs, each scaled by its weight: the high scorers count most.",
-            "z⁽²⁾ 把各输入按其权重缩放后相加：得分高的输入贡献最大。",
-        ),
-    ];
-    notes(&mut svg, (width, height), lines);
-    finish(lang, "s1_journey.svg", svg)
+    frame(svg, (sum_x - 2.0, y - 2.0), z_box, PURPLE, "none");
 }
 
 /// This stage's pictures in `lang`'s words.

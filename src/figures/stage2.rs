@@ -2,14 +2,14 @@
 //! keys in the plane, a score as a projection (`s2_keys_plane.svg`), and how the largest softmax
 //! weight grows with d_k, with and without the 1/√d_k scale (`s2_scaling.svg`).
 
-use std::fmt::Write;
-
 use super::Figure;
-use super::draw::{GREY, RED, arrow, frame, note, text, vertical_text};
+use super::chart::{Axis, Legend, LineChart, Scale, Series, Side, Style};
+use super::draw::{
+    GREY, RED, Tag, arrow, axes, frame, note, open_svg, points, text, vertical_text,
+};
 use super::finish;
 use super::stage1::{QUERY, SCORE, WEIGHT, superscript};
 use crate::lang::Lang;
-use crate::plot::open_svg;
 use crate::rng::torch::Generator;
 use crate::s1_simple::{TOKENS, inputs};
 use crate::s2_trainable::{D_OUT, Scaling, WalkThrough};
@@ -36,14 +36,6 @@ pub fn mean_largest_weights(seed: u64, d_k: usize, draws: usize) -> (f64, f64) {
     (unscaled / draws as f64, scaled / draws as f64)
 }
 
-/// The axes of a chart, left and bottom, from their corner (x0, y0) up to y1 and across to x1.
-fn axes(svg: &mut String, (x0, y0): (f64, f64), (x1, y1): (f64, f64)) {
-    let _ = writeln!(
-        svg,
-        "<path d=\"M{x0:.1},{y1:.1} V{y0:.1} H{x1:.1}\" fill=\"none\" stroke=\"black\"/>"
-    );
-}
-
 /// The label of `v` on the vertical axis at x0, level with height y.
 fn y_tick(svg: &mut String, (x0, y): (f64, f64), v: f64) {
     text(
@@ -56,101 +48,165 @@ fn y_tick(svg: &mut String, (x0, y): (f64, f64), v: f64) {
     );
 }
 
+/// The query q⁽²⁾ and the six keys of the walk-through with d_out = 2, placed in the plane of
+/// [`keys_plane`]: each key's shadow on the query's direction, and the key drawn with its shadow.
+struct Plane {
+    walk: WalkThrough,
+    q: (f64, f64),
+    q_len: f64,
+    /// The query's direction, a unit vector.
+    q_hat: (f64, f64),
+    keys: Vec<(f64, f64)>,
+    shadows: Vec<f64>,
+    /// The key drawn with its shadow: the one furthest from the query's line, where the drop from
+    /// its tip to the line shows best.
+    shown: usize,
+    /// The plane's lowest coordinate on both axes, and its highest on x and on y.
+    lo: f64,
+    hi: (f64, f64),
+}
+
+/// The page x of the plane's left edge, and the plane's height in px: its scale on both axes.
+const PLANE_LEFT: f64 = 110.0;
+const PLANE_HEIGHT: f64 = 390.0;
+
+impl Plane {
+    fn new(seeds: BookSeeds) -> Self {
+        let walk = WalkThrough::new(
+            &inputs().view(),
+            &mut Generator::manual_seed(seeds.seed_123),
+            D_OUT,
+        );
+        let q = (f64::from(walk.query_2[0]), f64::from(walk.query_2[1]));
+        let q_len = q.0.hypot(q.1);
+        let q_hat = (q.0 / q_len, q.1 / q_len);
+        let keys: Vec<(f64, f64)> = walk
+            .keys
+            .rows()
+            .into_iter()
+            .map(|k| (f64::from(k[0]), f64::from(k[1])))
+            .collect();
+        let shadows = keys.iter().map(|k| k.0 * q_hat.0 + k.1 * q_hat.1).collect();
+        let off_line = |k: &(f64, f64)| (k.0 * q_hat.1 - k.1 * q_hat.0).abs();
+        let shown = (0..keys.len())
+            .max_by(|&a, &b| off_line(&keys[a]).total_cmp(&off_line(&keys[b])))
+            .expect("six keys");
+        // The plane, on the same scale on both axes: from 0 (or below, if a coordinate is
+        // negative) to the largest coordinate rounded up to a half, with room on the right for
+        // the labels.
+        let half_up = |v: f64| (v * 2.0).ceil() / 2.0;
+        let half_down = |v: f64| (v * 2.0).floor() / 2.0;
+        let all = || keys.iter().chain([&q]);
+        let lo = half_down(all().fold(0f64, |m, k| m.min(k.0).min(k.1)));
+        let hi_x = half_up(all().fold(0f64, |m, k| m.max(k.0))) + 0.25;
+        let hi_y = half_up(all().fold(0f64, |m, k| m.max(k.1)));
+        Plane {
+            walk,
+            q,
+            q_len,
+            q_hat,
+            keys,
+            shadows,
+            shown,
+            lo,
+            hi: (hi_x, hi_y),
+        }
+    }
+
+    /// The page position of the point (a, b) of the plane, in a picture `height` px tall.
+    fn to_px(&self, (a, b): (f64, f64), height: f64) -> (f64, f64) {
+        let px_per = PLANE_HEIGHT / (self.hi.1 - self.lo);
+        let bottom = height - 56.0;
+        (
+            PLANE_LEFT + (a - self.lo) * px_per,
+            bottom - (b - self.lo) * px_per,
+        )
+    }
+}
+
+/// The height of [`keys_plane`]'s picture.
+const KEYS_PLANE_HEIGHT: f64 = 500.0;
+
 /// `s2_keys_plane.svg`: with d_out = 2, the query q⁽²⁾ and the six keys as arrows in the plane
 /// (the walk-through's W_q, W_k at seed 123), and one score ω₂ᵢ = q⁽²⁾ · k⁽ⁱ⁾ as the shadow of
 /// k⁽ⁱ⁾ on the query's direction times |q⁽²⁾|; a table beside it gives every key's shadow and
 /// score.
 fn keys_plane(lang: Lang, seeds: BookSeeds) -> Figure {
-    let walk = WalkThrough::new(
-        &inputs().view(),
-        &mut Generator::manual_seed(seeds.seed_123),
-        D_OUT,
-    );
-    let q = (f64::from(walk.query_2[0]), f64::from(walk.query_2[1]));
-    let q_len = q.0.hypot(q.1);
-    let q_hat = (q.0 / q_len, q.1 / q_len);
-    let keys: Vec<(f64, f64)> = walk
-        .keys
-        .rows()
-        .into_iter()
-        .map(|k| (f64::from(k[0]), f64::from(k[1])))
-        .collect();
-    let shadows: Vec<f64> = keys.iter().map(|k| k.0 * q_hat.0 + k.1 * q_hat.1).collect();
-
-    // The key drawn with its shadow: the one furthest from the query's line, where the drop from
-    // its tip to the line shows best.
-    let off_line = |k: &(f64, f64)| (k.0 * q_hat.1 - k.1 * q_hat.0).abs();
-    let shown = (0..keys.len())
-        .max_by(|&a, &b| off_line(&keys[a]).total_cmp(&off_line(&keys[b])))
-        .expect("six keys");
-
-    let (width, height) = (740.0, 500.0);
+    let plane = Plane::new(seeds);
     let mut svg = open_svg(
         lang,
-        width,
-        height,
+        740.0,
+        KEYS_PLANE_HEIGHT,
         lang.pick(
             "Stage 2: the query q⁽²⁾ and the six keys k⁽ⁱ⁾ in the plane (d_out = 2)",
             "第 2 阶段：平面上的查询 q⁽²⁾ 与六个键 k⁽ⁱ⁾（d_out = 2）",
         ),
     );
-    // The plane, on the same scale on both axes: from 0 (or below, if a coordinate is negative) to
-    // the largest coordinate rounded up to a half, with room on the right for the labels.
-    let half_up = |v: f64| (v * 2.0).ceil() / 2.0;
-    let half_down = |v: f64| (v * 2.0).floor() / 2.0;
-    let all = || keys.iter().chain([&q]);
-    let lo = half_down(all().fold(0f64, |m, k| m.min(k.0).min(k.1)));
-    let hi_x = half_up(all().fold(0f64, |m, k| m.max(k.0))) + 0.25;
-    let hi_y = half_up(all().fold(0f64, |m, k| m.max(k.1)));
-    let (left, bottom) = (110.0, height - 56.0);
-    let px_per = 390.0 / (hi_y - lo);
-    let to_px = |(a, b): (f64, f64)| (left + (a - lo) * px_per, bottom - (b - lo) * px_per);
+    let to_px = |p| plane.to_px(p, KEYS_PLANE_HEIGHT);
+    plane_axes(lang, &mut svg, &plane, &to_px);
+    query_direction(&mut svg, &plane, &to_px);
+    key_arrows(&mut svg, &plane, &to_px);
+    let q_tip = to_px(plane.q);
+    let origin = to_px((0.0, 0.0));
+    arrow(&mut svg, origin, q_tip, QUERY, 3.0, (13.0, 5.85));
+    let at = (q_tip.0 - 10.0, q_tip.1 - 8.0);
+    text(&mut svg, at, "end", 13, QUERY, "q⁽²⁾");
+    shadow(&mut svg, &plane, &to_px);
+    let below = score_table(lang, &mut svg, &plane);
+    table_notes(lang, &mut svg, below);
+    finish(lang, "s2_keys_plane.svg", svg)
+}
 
-    // Axes with ticks every 0.5.
+/// The page position of a point of the plane.
+type ToPx<'a> = dyn Fn((f64, f64)) -> (f64, f64) + 'a;
+
+/// The plane's axes, with ticks every 0.5 and the components' names.
+fn plane_axes(lang: Lang, svg: &mut String, plane: &Plane, to_px: &ToPx) {
+    let (lo, (hi_x, hi_y)) = (plane.lo, plane.hi);
     let (x0, y0) = to_px((lo, lo));
     let (x1, y1) = to_px((hi_x, hi_y));
-    axes(&mut svg, (x0, y0), (x1, y1));
+    axes(svg, (x0, y0), (x1, y1));
     let ticks = ((hi_y - lo) * 2.0).round() as usize;
     for t in 0..=ticks {
         let v = lo + 0.5 * t as f64;
         let (px, py) = to_px((v, v));
         if v <= hi_x {
-            text(
-                &mut svg,
-                (px, y0 + 16.0),
-                "middle",
-                12,
-                "black",
-                &format!("{v:.1}"),
-            );
+            let at = (px, y0 + 16.0);
+            text(svg, at, "middle", 12, "black", &format!("{v:.1}"));
         }
-        y_tick(&mut svg, (x0, py), v);
+        y_tick(svg, (x0, py), v);
     }
     let component_1 = lang.pick("component 1", "第 1 个分量");
-    note(&mut svg, ((x0 + x1) / 2.0, y0 + 36.0), component_1);
+    note(svg, ((x0 + x1) / 2.0, y0 + 36.0), component_1);
     let mid = (y0 + y1) / 2.0;
     let component_2 = lang.pick("component 2", "第 2 个分量");
-    vertical_text(&mut svg, (24.0, mid), 12, GREY, component_2);
+    vertical_text(svg, (24.0, mid), 12, GREY, component_2);
+}
 
-    // The query's direction, through the origin to the plane's edge.
-    let origin = to_px((0.0, 0.0));
+/// The query's direction, dashed, through the origin to the plane's edge.
+fn query_direction(svg: &mut String, plane: &Plane, to_px: &ToPx) {
+    let ((hi_x, hi_y), q_hat) = (plane.hi, plane.q_hat);
     let reach = (hi_x / q_hat.0).min(hi_y / q_hat.1);
     let edge = to_px((q_hat.0 * reach, q_hat.1 * reach));
-    let _ = writeln!(
-        svg,
-        "<line x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"{QUERY}\" \
-         stroke-dasharray=\"5 4\" stroke-opacity=\"0.6\"/>",
-        origin.0, origin.1, edge.0, edge.1
-    );
+    Tag::new("line")
+        .ends(to_px((0.0, 0.0)), edge)
+        .set("stroke", QUERY)
+        .set("stroke-dasharray", "5 4")
+        .set("stroke-opacity", "0.6")
+        .close(svg);
+}
 
-    // The keys, labelled at their tips; a label that would overlap one above it moves down.
+/// The keys as arrows from the origin, labelled at their tips, from the highest tip down; a label
+/// that would overlap one above it moves down.
+fn key_arrows(svg: &mut String, plane: &Plane, to_px: &ToPx) {
+    let (keys, origin) = (&plane.keys, to_px((0.0, 0.0)));
     let mut placed: Vec<(f64, f64)> = vec![];
     let mut order: Vec<usize> = (0..keys.len()).collect();
     order.sort_by(|&a, &b| to_px(keys[a]).1.total_cmp(&to_px(keys[b]).1));
     for &i in &order {
         let tip = to_px(keys[i]);
-        let colour = if i == shown { WEIGHT } else { SCORE };
-        arrow(&mut svg, origin, tip, colour, 1.8, (10.0, 4.5));
+        let colour = if i == plane.shown { WEIGHT } else { SCORE };
+        arrow(svg, origin, tip, colour, 1.8, (10.0, 4.5));
         let mut at = (tip.0 + 8.0, tip.1 - 4.0);
         while placed
             .iter()
@@ -159,56 +215,25 @@ fn keys_plane(lang: Lang, seeds: BookSeeds) -> Figure {
             at.1 += 15.0;
         }
         placed.push(at);
-        text(
-            &mut svg,
-            (at.0, at.1),
-            "start",
-            12,
-            colour,
-            &format!("k⁽{}⁾ {}", superscript(i + 1), TOKENS[i]),
-        );
+        let label = format!("k⁽{}⁾ {}", superscript(i + 1), TOKENS[i]);
+        text(svg, at, "start", 12, colour, &label);
     }
-    let q_tip = to_px(q);
-    arrow(&mut svg, origin, q_tip, QUERY, 3.0, (13.0, 5.85));
-    text(
-        &mut svg,
-        (q_tip.0 - 10.0, q_tip.1 - 8.0),
-        "end",
-        13,
-        QUERY,
-        "q⁽²⁾",
-    );
+}
 
-    // The shown key's shadow on the query's direction: the drop from its tip, and the shadow
-    // itself, drawn beside the query's line.
-    let k = keys[shown];
-    let t = shadows[shown];
+/// The shown key's shadow on the query's direction: the drop from its tip with a right angle at
+/// its foot, and the shadow itself, drawn beside the query's line with its length.
+fn shadow(svg: &mut String, plane: &Plane, to_px: &ToPx) {
+    let (q_hat, t) = (plane.q_hat, plane.shadows[plane.shown]);
     let foot = to_px((q_hat.0 * t, q_hat.1 * t));
-    let tip = to_px(k);
-    let _ = writeln!(
-        svg,
-        "<line x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"{WEIGHT}\" \
-         stroke-width=\"1.5\" stroke-dasharray=\"4 3\"/>",
-        tip.0, tip.1, foot.0, foot.1
-    );
-    // The right angle at the foot, on the origin's side.
-    let unit = |(x, y): (f64, f64)| {
-        let n = x.hypot(y).max(1e-9);
-        (x / n * 7.0, y / n * 7.0)
-    };
-    let up = unit((tip.0 - foot.0, tip.1 - foot.1));
-    let back = unit((origin.0 - foot.0, origin.1 - foot.1));
-    let _ = writeln!(
-        svg,
-        "<polyline points=\"{:.1},{:.1} {:.1},{:.1} {:.1},{:.1}\" fill=\"none\" \
-         stroke=\"{WEIGHT}\"/>",
-        foot.0 + up.0,
-        foot.1 + up.1,
-        foot.0 + up.0 + back.0,
-        foot.1 + up.1 + back.1,
-        foot.0 + back.0,
-        foot.1 + back.1
-    );
+    let tip = to_px(plane.keys[plane.shown]);
+    let origin = to_px((0.0, 0.0));
+    Tag::new("line")
+        .ends(tip, foot)
+        .set("stroke", WEIGHT)
+        .set("stroke-width", "1.5")
+        .set("stroke-dasharray", "4 3")
+        .close(svg);
+    right_angle(svg, foot, tip, origin);
     // On the side of the query's line away from the keys: the normal (q̂₂, −q̂₁) in the plane is
     // (q̂₂, q̂₁) on screen, whose y grows downwards.
     let off = (-q_hat.1 * 12.0, -q_hat.0 * 12.0);
@@ -221,32 +246,44 @@ fn keys_plane(lang: Lang, seeds: BookSeeds) -> Figure {
         (origin.0 + off.0, origin.1 + off.1),
         (foot.0 + off.0, foot.1 + off.1),
     );
-    let _ = writeln!(
-        svg,
-        "<line x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"{WEIGHT}\" \
-         stroke-width=\"4\"/>",
-        a.0, a.1, b.0, b.1
-    );
-    text(
-        &mut svg,
-        (b.0 - 6.0, b.1 + 4.0),
-        "end",
-        12,
-        WEIGHT,
-        &format!("{t:.4}"),
-    );
+    Tag::new("line")
+        .ends(a, b)
+        .set("stroke", WEIGHT)
+        .set("stroke-width", "4")
+        .close(svg);
+    let at = (b.0 - 6.0, b.1 + 4.0);
+    text(svg, at, "end", 12, WEIGHT, &format!("{t:.4}"));
+}
 
-    // The table: every key's shadow and score.
-    let tx = 390.0;
-    let ty = 76.0;
-    text(
-        &mut svg,
-        (tx + 130.0, ty),
-        "middle",
-        13,
-        "black",
-        lang.pick("score = shadow × |q⁽²⁾|", "得分 = 影长 × |q⁽²⁾|"),
-    );
+/// The right angle at `foot` between the drop up to `tip` and the line back to `origin`.
+fn right_angle(svg: &mut String, foot: (f64, f64), tip: (f64, f64), origin: (f64, f64)) {
+    let unit = |(x, y): (f64, f64)| {
+        let n = x.hypot(y).max(1e-9);
+        (x / n * 7.0, y / n * 7.0)
+    };
+    let up = unit((tip.0 - foot.0, tip.1 - foot.1));
+    let back = unit((origin.0 - foot.0, origin.1 - foot.1));
+    let corner = [
+        (foot.0 + up.0, foot.1 + up.1),
+        (foot.0 + up.0 + back.0, foot.1 + up.1 + back.1),
+        (foot.0 + back.0, foot.1 + back.1),
+    ];
+    Tag::new("polyline")
+        .set("points", points(&corner))
+        .set("fill", "none")
+        .set("stroke", WEIGHT)
+        .close(svg);
+}
+
+/// The table's left edge and its heading's baseline.
+const TABLE: (f64, f64) = (390.0, 76.0);
+
+/// The table beside the plane: every key's shadow and score, the shown key's row framed, and
+/// |q⁽²⁾| under it. Returns the baseline of that last line.
+fn score_table(lang: Lang, svg: &mut String, plane: &Plane) -> f64 {
+    let (tx, ty) = TABLE;
+    let heading = lang.pick("score = shadow × |q⁽²⁾|", "得分 = 影长 × |q⁽²⁾|");
+    text(svg, (tx + 130.0, ty), "middle", 13, "black", heading);
     // Each row's three columns, right-aligned so that the numbers' decimals line up.
     let row = |svg: &mut String, y: f64, ink: &str, words: [&str; 3]| {
         for (x, word) in [80.0, 170.0, 260.0].into_iter().zip(words) {
@@ -254,31 +291,24 @@ fn keys_plane(lang: Lang, seeds: BookSeeds) -> Figure {
         }
     };
     let heads = [lang.pick("key", "键"), lang.pick("shadow", "影长"), "ω₂ᵢ"];
-    row(&mut svg, ty + 24.0, GREY, heads);
+    row(svg, ty + 24.0, GREY, heads);
     for (i, token) in TOKENS.iter().enumerate() {
         let y = ty + 50.0 + 24.0 * i as f64;
-        if i == shown {
-            frame(
-                &mut svg,
-                (tx - 6.0, y - 16.0),
-                (276.0, 22.0),
-                WEIGHT,
-                "#eef8ee",
-            );
+        if i == plane.shown {
+            frame(svg, (tx - 6.0, y - 16.0), (276.0, 22.0), WEIGHT, "#eef8ee");
         }
-        let shadow = format!("{:.4}", shadows[i]);
-        let score = format!("{:.4}", walk.attn_scores_2[i]);
-        row(&mut svg, y, "black", [token, &shadow, &score]);
+        let shadow = format!("{:.4}", plane.shadows[i]);
+        let score = format!("{:.4}", plane.walk.attn_scores_2[i]);
+        row(svg, y, "black", [token, &shadow, &score]);
     }
     let y = ty + 50.0 + 24.0 * TOKENS.len() as f64 + 10.0;
-    text(
-        &mut svg,
-        (tx + 260.0, y),
-        "end",
-        12,
-        "black",
-        &format!("|q⁽²⁾| = {q_len:.4}"),
-    );
+    let q_len = format!("|q⁽²⁾| = {:.4}", plane.q_len);
+    text(svg, (tx + 260.0, y), "end", 12, "black", &q_len);
+    y
+}
+
+/// What the table shows, in four grey lines below it, the first 40 px under `y`.
+fn table_notes(lang: Lang, svg: &mut String, y: f64) {
     let notes = [
         lang.pick(
             "The shadow of k⁽ⁱ⁾ is how far it reaches",
@@ -295,137 +325,59 @@ fn keys_plane(lang: Lang, seeds: BookSeeds) -> Figure {
         lang.pick("and is long scores high.", "得分就高。"),
     ];
     for (n, line) in notes.iter().enumerate() {
-        let at = (tx - 6.0, y + 40.0 + 18.0 * n as f64);
-        text(&mut svg, at, "start", 12, GREY, line);
+        let at = (TABLE.0 - 6.0, y + 40.0 + 18.0 * n as f64);
+        text(svg, at, "start", 12, GREY, line);
     }
-    finish(lang, "s2_keys_plane.svg", svg)
 }
+
+/// The style of [`scaling`]: ticks at every point's d_k and every 0.2 of weight, with grid lines,
+/// a dot at each point and the legend at the top left, clear of the curves.
+const SCALING_STYLE: Style = Style {
+    size: (740.0, 420.0),
+    margins: [80.0, 30.0, 44.0, 70.0],
+    words: Some((12, 13)),
+    names: (30.0, 22.0),
+    paired_ticks: false,
+    grid: true,
+    line_width: 2.0,
+    dots: Some(3.5),
+    legend: Legend {
+        side: Side::Left,
+        inset: (16.0, 16.0),
+        row: 20.0,
+        key: 24.0,
+    },
+};
 
 /// `s2_scaling.svg`: the mean largest softmax weight of six keys against d_k (log scale), for the
 /// unscaled scores and for the scores divided by √d_k ([`mean_largest_weights`]).
 fn scaling(lang: Lang, seeds: BookSeeds) -> Figure {
-    let points: Vec<(usize, (f64, f64))> = SCALING_D_K
+    let points: Vec<(f64, (f64, f64))> = SCALING_D_K
         .iter()
         .map(|&d_k| {
-            (
-                d_k,
-                mean_largest_weights(seeds.seed_123, d_k, SCALING_DRAWS),
-            )
+            let weights = mean_largest_weights(seeds.seed_123, d_k, SCALING_DRAWS);
+            (d_k as f64, weights)
         })
         .collect();
-    let (width, height) = (740.0, 420.0);
-    let mut svg = open_svg(
-        lang,
-        width,
-        height,
-        lang.pick(
-            "Stage 2: the largest of six softmax weights, as d_k grows",
-            "第 2 阶段：d_k 增大时，六个 softmax 权重中的最大者",
-        ),
-    );
-    let (left, right, top, bottom) = (80.0, 30.0, 44.0, 70.0);
-    let log_lo = (SCALING_D_K[0] as f64).log2();
-    let log_hi = (SCALING_D_K[SCALING_D_K.len() - 1] as f64).log2();
-    let to_px = |d_k: usize, y: f64| {
-        let x = ((d_k as f64).log2() - log_lo) / (log_hi - log_lo);
-        (
-            left + (width - left - right) * x,
-            top + (height - top - bottom) * (1.0 - y),
-        )
+    let curve = |name, colour, pick: fn((f64, f64)) -> f64| Series {
+        name,
+        colour,
+        points: points.iter().map(|&(d_k, w)| (d_k, pick(w))).collect(),
     };
-    let (x0, y0) = to_px(SCALING_D_K[0], 0.0);
-    let (x1, y1) = to_px(SCALING_D_K[SCALING_D_K.len() - 1], 1.0);
-    axes(&mut svg, (x0, y0), (x1, y1));
-    for &d_k in &SCALING_D_K {
-        let (px, _) = to_px(d_k, 0.0);
-        text(
-            &mut svg,
-            (px, y0 + 18.0),
-            "middle",
-            12,
-            "black",
-            &d_k.to_string(),
-        );
-    }
-    for k in 0..=5 {
-        let v = f64::from(k) * 0.2;
-        let (_, py) = to_px(SCALING_D_K[0], v);
-        y_tick(&mut svg, (x0, py), v);
-        let _ = writeln!(
-            svg,
-            "<line x1=\"{x0:.1}\" y1=\"{py:.1}\" x2=\"{x1:.1}\" y2=\"{py:.1}\" stroke=\"#eee\"/>"
-        );
-    }
-    text(
-        &mut svg,
-        ((x0 + x1) / 2.0, height - 30.0),
-        "middle",
-        13,
-        "black",
-        lang.pick(
-            "d_k, the size of the query and keys (log scale)",
-            "d_k：查询和键的维数（对数刻度）",
-        ),
-    );
-    let mid = (y0 + y1) / 2.0;
-    let y_label = lang.pick("mean largest weight", "最大权重的均值");
-    vertical_text(&mut svg, (22.0, mid), 13, "black", y_label);
-    // Six equal scores: every weight 1/6.
-    let (_, sixth) = to_px(SCALING_D_K[0], 1.0 / 6.0);
-    let _ = writeln!(
-        svg,
-        "<line x1=\"{x0:.1}\" y1=\"{sixth:.1}\" x2=\"{x1:.1}\" y2=\"{sixth:.1}\" stroke=\"{GREY}\" \
-         stroke-dasharray=\"4 4\"/>"
-    );
-    text(
-        &mut svg,
-        (x1 - 4.0, sixth + 16.0),
-        "end",
-        12,
-        GREY,
-        lang.pick("1/6: six equal weights", "1/6：六个权重相等"),
-    );
     let series = [
-        (
+        curve(
             lang.pick("softmax(q·k), unscaled", "softmax(q·k)，不缩放"),
             RED,
-            false,
+            |(unscaled, _)| unscaled,
         ),
-        (
+        curve(
             lang.pick("softmax(q·k / √d_k), scaled", "softmax(q·k / √d_k)，缩放"),
             SCORE,
-            true,
+            |(_, scaled)| scaled,
         ),
     ];
-    for (n, (name, colour, scaled)) in series.iter().enumerate() {
-        let at: Vec<(f64, f64)> = points
-            .iter()
-            .map(|&(d_k, (u, s))| to_px(d_k, if *scaled { s } else { u }))
-            .collect();
-        let path: Vec<String> = at.iter().map(|(x, y)| format!("{x:.1},{y:.1}")).collect();
-        let _ = writeln!(
-            svg,
-            "<polyline points=\"{}\" fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\"/>",
-            path.join(" ")
-        );
-        for (x, y) in &at {
-            let _ = writeln!(
-                svg,
-                "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"3.5\" fill=\"{colour}\"/>"
-            );
-        }
-        let ly = top + 16.0 + 20.0 * n as f64;
-        let _ = writeln!(
-            svg,
-            "<line x1=\"{:.1}\" y1=\"{ly:.1}\" x2=\"{:.1}\" y2=\"{ly:.1}\" stroke=\"{colour}\" \
-             stroke-width=\"3\"/>",
-            x0 + 16.0,
-            x0 + 40.0
-        );
-        text(&mut svg, (x0 + 46.0, ly + 4.0), "start", 12, "black", name);
-    }
     let (last, (u, s)) = points[points.len() - 1];
-    let words = match lang {
+    let footer = match lang {
         Lang::En => format!(
             "mean of {SCALING_DRAWS} draws of Scaling::new per point; at d_k = {last}: {u:.2} unscaled, {s:.2} scaled"
         ),
@@ -433,8 +385,42 @@ fn scaling(lang: Lang, seeds: BookSeeds) -> Figure {
             "每个点是 Scaling::new 的 {SCALING_DRAWS} 次抽样的均值；d_k = {last} 时：不缩放 {u:.2}，缩放 {s:.2}"
         ),
     };
-    note(&mut svg, (width / 2.0, height - 10.0), &words);
-    finish(lang, "s2_scaling.svg", svg)
+    let chart = LineChart {
+        title: lang.pick(
+            "Stage 2: the largest of six softmax weights, as d_k grows",
+            "第 2 阶段：d_k 增大时，六个 softmax 权重中的最大者",
+        ),
+        style: SCALING_STYLE,
+        x: Axis {
+            name: lang.pick(
+                "d_k, the size of the query and keys (log scale)",
+                "d_k：查询和键的维数（对数刻度）",
+            ),
+            ends: (points[0].0, last),
+            scale: Scale::Log2,
+            ticks: points
+                .iter()
+                .map(|&(d_k, _)| (d_k, d_k.to_string()))
+                .collect(),
+        },
+        y: Axis {
+            name: lang.pick("mean largest weight", "最大权重的均值"),
+            ends: (0.0, 1.0),
+            scale: Scale::Linear,
+            ticks: (0..=5)
+                .map(|k| f64::from(k) * 0.2)
+                .map(|v| (v, format!("{v:.1}")))
+                .collect(),
+        },
+        series: &series,
+        // Six equal scores: every weight 1/6.
+        levels: vec![(
+            1.0 / 6.0,
+            lang.pick("1/6: six equal weights", "1/6：六个权重相等"),
+        )],
+        footer: Some(&footer),
+    };
+    Figure::new(lang, "s2_scaling.svg", chart.draw(lang))
 }
 
 /// This stage's pictures in `lang`'s words.

@@ -2,17 +2,16 @@
 //! the scores to the causal weights (`s3_masking.svg`), and §3.5.2's dropout mask applied to those
 //! weights (`s3_dropout.svg`).
 
-use std::fmt::Write;
-
 use ndarray::Array2;
 
+use super::colours::blue;
 use super::draw::{
-    GREEN, GREY, ORANGE, PURPLE, RED, Shade, arrow, bold, matrix, note, rect, text, weight,
+    GREEN, GREY, ORANGE, PURPLE, RED, Shade, Tag, arrow, bold, footer, legend_label, matrix,
+    open_svg, rect, text, weight,
 };
 use super::finish;
 use super::{Figure, s3_weights};
 use crate::lang::Lang;
-use crate::plot::{blue, escape, open_svg};
 use crate::rng::torch::Generator;
 use crate::s1_simple::{TOKENS, inputs, softmax};
 use crate::s2_trainable::{D_OUT, SelfAttentionV2};
@@ -88,12 +87,8 @@ fn panels(
         bold(svg, (left + 3.0 * CELL, top - 58.0), "middle", title);
         for (j, token) in TOKENS.iter().enumerate() {
             let (x, y) = (left + CELL * (j as f64 + 0.5), top - 6.0);
-            let _ = writeln!(
-                svg,
-                "<text x=\"{x:.1}\" y=\"{y:.1}\" font-size=\"12\" \
-                 transform=\"rotate(-45 {x:.1} {y:.1})\">{}</text>",
-                escape(token)
-            );
+            let tag = Tag::new("text").at((x, y)).set("font-size", 12);
+            tag.rotated(-45, (x, y)).holding(svg, token);
         }
         matrix(svg, (left, top), (n, n), (CELL, CELL), |i, j| {
             shade(k, i, j)
@@ -106,7 +101,7 @@ fn key(svg: &mut String, (x, y): (f64, f64), fill: &str, (ink, word): (&str, &st
     rect(svg, (x, y), (CELL, 22.0), fill, "white");
     rect(svg, (x, y), (CELL, 22.0), "none", "#999");
     text(svg, (x + CELL / 2.0, y + 15.5), "middle", 12, ink, word);
-    text(svg, (x + CELL + 6.0, y + 15.5), "start", 12, "black", label);
+    legend_label(svg, (x + CELL, y + 15.5), label);
 }
 
 /// One entry of a legend: a swatch's fill, the ink and word printed in it, and what it means.
@@ -114,12 +109,12 @@ type Entry<'a> = (String, (&'a str, &'a str), &'a str);
 
 /// The foot of a picture `height` high: a legend of `entries` in a row, `pitch` px apart, and a note
 /// under it that says how to read the cells.
-fn footer(svg: &mut String, height: f64, (entries, pitch): (&[Entry], f64), words: &str) {
+fn legend_and_note(svg: &mut String, height: f64, (entries, pitch): (&[Entry], f64), words: &str) {
     let y = height - 62.0;
     for (k, (fill, word, label)) in entries.iter().enumerate() {
         key(svg, (8.0 + pitch * k as f64, y), fill, *word, label);
     }
-    note(svg, (WIDTH / 2.0, height - 14.0), words);
+    footer(svg, (WIDTH, height), words);
 }
 
 /// The (T, T) matrices of §3.5.1's two routes, each from the scores to the causal weights: route 1
@@ -154,32 +149,11 @@ fn masking(lang: Lang, seeds: BookSeeds) -> Result<Figure, Error> {
             "隐藏未来的两种方法，同一个结果（种子 789）",
         ),
     );
-    let headings = [
-        lang.pick(
-            "Route 1: softmax, then zero the future and renormalise",
-            "方法 1：先 softmax，再把未来置零并重新归一化",
-        ),
-        lang.pick(
-            "Route 2: −∞ in the future, then softmax",
-            "方法 2：先在未来处填入 −∞，再 softmax",
-        ),
-    ];
-    let titles = [
-        [
-            lang.pick("scores ω", "分数 ω"),
-            lang.pick("softmax, future zeroed", "softmax 后未来置零"),
-            lang.pick("÷ row sum = weights", "除以行和 = 权重"),
-        ],
-        [
-            lang.pick("scores ω", "分数 ω"),
-            lang.pick("−∞ above the diagonal", "对角线上方填 −∞"),
-            lang.pick("softmax = weights", "softmax = 权重"),
-        ],
-    ];
     for (r, route) in routes.iter().enumerate() {
         let block = 36.0 + r as f64 * (HEAD + 6.0 * CELL + 24.0);
         let top = block + HEAD;
-        bold(&mut svg, (8.0, block + 14.0), "start", headings[r]);
+        let (heading, titles) = route_words(lang, r);
+        bold(&mut svg, (8.0, block + 14.0), "start", heading);
         for k in 0..2 {
             let x = panel_left(k) + 6.0 * CELL;
             let y = top - 62.0;
@@ -192,47 +166,78 @@ fn masking(lang: Lang, seeds: BookSeeds) -> Result<Figure, Error> {
                 (9.0, 5.0),
             );
         }
-        panels(&mut svg, top, titles[r], |k, i, j| {
-            let value = route[k][(i, j)];
-            match (r, k) {
-                (_, 0) => score(value, top_score),
-                (1, 1) if j > i => Shade {
-                    fill: MINUS_INF.into(),
-                    ink: "white",
-                    word: "−∞".into(),
-                },
-                (1, 1) => score(value, top_score),
-                (0, 1) if j > i => Shade {
-                    fill: FUTURE.into(),
-                    ink: RED,
-                    word: "0".into(),
-                },
-                _ if j > i => Shade {
-                    fill: FUTURE.into(),
-                    ink: GREY,
-                    word: "0".into(),
-                },
-                _ => weight(value, 1.0),
-            }
+        panels(&mut svg, top, titles, |k, i, j| {
+            route_shade(r, k, (i, j), route[k][(i, j)], top_score)
         });
         if r == 0 {
-            // Route 1's zeroed rows no longer sum to 1: their sums, beside them.
-            let x = panel_left(1) + 6.0 * CELL + GAP / 2.0;
-            text(&mut svg, (x, top - 6.0), "middle", 12, GREY, "Σ");
-            for (i, row) in route[1].rows().into_iter().enumerate() {
-                let y = top + CELL * (i as f64 + 0.5) + 4.5;
-                text(
-                    &mut svg,
-                    (x, y),
-                    "middle",
-                    12,
-                    GREY,
-                    &format!("{:.2}", row.sum()),
-                );
-            }
+            row_sums(&mut svg, &route[1], top);
         }
     }
-    let legend = [
+    let words = lang.pick(
+        "row: the query token · column: the key token it attends to · Σ: the row's sum",
+        "行：查询词元 · 列：它所关注的键词元 · Σ：该行之和",
+    );
+    legend_and_note(&mut svg, height, (&masking_legend(lang), 150.0), words);
+    Ok(finish(lang, "s3_masking.svg", svg))
+}
+
+/// Route `r`'s heading, and the titles of its three panels.
+fn route_words(lang: Lang, r: usize) -> (&'static str, [&'static str; 3]) {
+    let headings = [
+        lang.pick(
+            "Route 1: softmax, then zero the future and renormalise",
+            "方法 1：先 softmax，再把未来置零并重新归一化",
+        ),
+        lang.pick(
+            "Route 2: −∞ in the future, then softmax",
+            "方法 2：先在未来处填入 −∞，再 softmax",
+        ),
+    ];
+    let scores = lang.pick("scores ω", "分数 ω");
+    let titles = [
+        [
+            scores,
+            lang.pick("softmax, future zeroed", "softmax 后未来置零"),
+            lang.pick("÷ row sum = weights", "除以行和 = 权重"),
+        ],
+        [
+            scores,
+            lang.pick("−∞ above the diagonal", "对角线上方填 −∞"),
+            lang.pick("softmax = weights", "softmax = 权重"),
+        ],
+    ];
+    (headings[r], titles[r])
+}
+
+/// Cell (i, j) of panel `k` of route `r`, holding `value`: a score, a −∞, a zeroed weight (red
+/// where route 1 zeroes it) or a weight.
+fn route_shade(r: usize, k: usize, (i, j): (usize, usize), value: f32, top_score: f64) -> Shade {
+    match (r, k) {
+        (_, 0) => score(value, top_score),
+        (1, 1) if j > i => Shade::new(MINUS_INF, "white", "−∞"),
+        (1, 1) => score(value, top_score),
+        (0, 1) if j > i => Shade::new(FUTURE, RED, "0"),
+        _ if j > i => Shade::new(FUTURE, GREY, "0"),
+        _ => weight(value, 1.0),
+    }
+}
+
+/// Route 1's zeroed rows no longer sum to 1: their sums, beside the panel whose cells start at
+/// `top`.
+fn row_sums(svg: &mut String, zeroed: &Array2<f32>, top: f64) {
+    let x = panel_left(1) + 6.0 * CELL + GAP / 2.0;
+    text(svg, (x, top - 6.0), "middle", 12, GREY, "Σ");
+    for (i, row) in zeroed.rows().into_iter().enumerate() {
+        let y = top + CELL * (i as f64 + 0.5) + 4.5;
+        let sum = format!("{:.2}", row.sum());
+        text(svg, (x, y), "middle", 12, GREY, &sum);
+    }
+}
+
+/// The masking picture's legend: the scores' two colours, the weights', and the −∞ and zeroed
+/// cells.
+fn masking_legend(lang: Lang) -> [Entry<'static>; 5] {
+    [
         (
             tint(PURPLE, 0.7),
             ("white", ""),
@@ -258,13 +263,7 @@ fn masking(lang: Lang, seeds: BookSeeds) -> Result<Figure, Error> {
             (RED, "0"),
             lang.pick("zeroed weight", "置零的权重"),
         ),
-    ];
-    let words = lang.pick(
-        "row: the query token · column: the key token it attends to · Σ: the row's sum",
-        "行：查询词元 · 列：它所关注的键词元 · Σ：该行之和",
-    );
-    footer(&mut svg, height, (&legend, 150.0), words);
-    Ok(finish(lang, "s3_masking.svg", svg))
+    ]
 }
 
 /// §3.5.2's dropout mask for a (T, T) matrix: `nn.Dropout(0.5)` after `torch.manual_seed(123)` on a
@@ -311,33 +310,29 @@ fn dropout(lang: Lang, seeds: BookSeeds) -> Result<Figure, Error> {
     panels(&mut svg, top, titles, |k, i, j| {
         let is_kept = mask[(i, j)] > 0.0;
         match k {
-            1 if is_kept => Shade {
-                fill: KEPT.into(),
-                ink: GREEN,
-                word: "×2".into(),
-            },
-            1 => Shade {
-                fill: DROPPED.into(),
-                ink: RED,
-                word: "0".into(),
-            },
-            _ if j > i => Shade {
-                fill: FUTURE.into(),
-                ink: GREY,
-                word: "0".into(),
-            },
+            1 if is_kept => Shade::new(KEPT, GREEN, "×2"),
+            1 => Shade::new(DROPPED, RED, "0"),
+            _ if j > i => Shade::new(FUTURE, GREY, "0"),
             0 => weight(weights[(i, j)], top_of_scale),
             _ if is_kept => weight(dropped[(i, j)], top_of_scale),
-            _ => Shade {
-                fill: DROPPED.into(),
-                ink: RED,
-                word: "0".into(),
-            },
+            _ => Shade::new(DROPPED, RED, "0"),
         }
     });
     let scale = format!("{} 0 → {top_of_scale:.2}", lang.pick("weight", "权重"));
-    let legend = [
-        (blue(0.4), ("black", ""), scale.as_str()),
+    let legend = dropout_legend(lang, &scale);
+    let words = lang.pick(
+        "each weight is kept with probability 1 − p = 0.5 and then multiplied by 1/(1 − p) = 2",
+        "每个权重以 1 − p = 0.5 的概率保留，保留后乘以 1/(1 − p) = 2",
+    );
+    legend_and_note(&mut svg, height, (&legend, 185.0), words);
+    Ok(finish(lang, "s3_dropout.svg", svg))
+}
+
+/// The dropout picture's legend: the weights' scale (`scale` says its range), the kept, dropped
+/// and future cells.
+fn dropout_legend<'a>(lang: Lang, scale: &'a str) -> [Entry<'a>; 4] {
+    [
+        (blue(0.4), ("black", ""), scale),
         (
             KEPT.to_string(),
             (GREEN, "×2"),
@@ -353,13 +348,7 @@ fn dropout(lang: Lang, seeds: BookSeeds) -> Result<Figure, Error> {
             (GREY, "0"),
             lang.pick("future (masked)", "未来（已遮盖）"),
         ),
-    ];
-    let words = lang.pick(
-        "each weight is kept with probability 1 − p = 0.5 and then multiplied by 1/(1 − p) = 2",
-        "每个权重以 1 − p = 0.5 的概率保留，保留后乘以 1/(1 − p) = 2",
-    );
-    footer(&mut svg, height, (&legend, 185.0), words);
-    Ok(finish(lang, "s3_dropout.svg", svg))
+    ]
 }
 
 /// This stage's pictures in `lang`'s words.

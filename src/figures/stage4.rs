@@ -5,15 +5,15 @@
 //! Both draw the chapter's layer (seed 123) on the first item of the batch: its queries
 //! Q = X·W_q, (T, d_out) = (6, 2), each cell coloured by the head its column belongs to.
 
-use std::fmt::Write;
-
 use ndarray::{Array2, Array3, Axis};
 
 use super::Figure;
-use super::draw::{BLUE, GREEN, GREY, ORANGE, RED, Shade, arrow, bold, matrix, note, rect, text};
+use super::draw::{
+    BLUE, GREEN, GREY, ORANGE, RED, Shade, Tag, arrow, bold, footer, legend_label, matrix,
+    open_svg, rect, text,
+};
 use super::finish;
 use crate::lang::Lang;
-use crate::plot::open_svg;
 use crate::rng::torch::Generator;
 use crate::s1_simple::TOKENS;
 use crate::s2_trainable::D_OUT;
@@ -153,7 +153,7 @@ fn legend(svg: &mut String, lang: Lang, (x, y): (f64, f64)) {
         let x = x + 120.0 * h as f64;
         rect(svg, (x, y), (26.0, 18.0), fill, "white");
         let label = format!("{} {h}", lang.pick("head", "头"));
-        text(svg, (x + 32.0, y + 13.5), "start", 12, "black", &label);
+        legend_label(svg, (x + 26.0, y + 13.5), &label);
     }
 }
 
@@ -162,8 +162,6 @@ fn split_heads(lang: Lang, seeds: BookSeeds) -> Result<Figure, Error> {
     let (q, d) = queries(seeds)?; // (T, d_out)
     let (t, d_out) = q.dim();
     let h = d_out / d;
-    let viewed = view(q.clone(), d); // (T, H, D)
-    let split = split(q.clone(), d); // (H, T, D)
     let tall = t as f64 * (h as f64 * CH + GROUP_GAP);
     let height = TOP + tall + 44.0;
     let mut svg = open_svg(
@@ -176,29 +174,55 @@ fn split_heads(lang: Lang, seeds: BookSeeds) -> Result<Figure, Error> {
         ),
     );
     let (b, item) = (2, lang.pick("item 0 drawn", "画出第 0 项"));
-    header(
-        &mut svg,
-        LEFTS[0] + CW * d_out as f64 / 2.0,
-        "(B, T, d_out)",
-        &format!("({b}, {t}, {d_out}), {item}"),
-    );
-    header(
-        &mut svg,
-        LEFTS[1] + CW * d as f64 / 2.0,
-        "(B, T, H, D)",
-        &format!("({b}, {t}, {h}, {d})"),
-    );
-    header(
-        &mut svg,
-        LEFTS[2] + CW * d as f64 / 2.0,
-        "(B, H, T, D)",
-        &format!("({b}, {h}, {t}, {d})"),
-    );
+    let shapes = [
+        (
+            d_out,
+            "(B, T, d_out)",
+            format!("({b}, {t}, {d_out}), {item}"),
+        ),
+        (d, "(B, T, H, D)", format!("({b}, {t}, {h}, {d})")),
+        (d, "(B, H, T, D)", format!("({b}, {h}, {t}, {d})")),
+    ];
+    for (left, (cols, what, shape)) in LEFTS.into_iter().zip(&shapes) {
+        header(&mut svg, left + CW * *cols as f64 / 2.0, what, shape);
+    }
     flat(&mut svg, lang, LEFTS[0], &q, d);
+    let viewed = view(q.clone(), d); // (T, H, D)
     groups(&mut svg, LEFTS[1], &viewed, d, |g| TOKENS[g].to_string());
     let head_label = |g: usize| format!("{} {g}", lang.pick("head", "头"));
-    groups(&mut svg, LEFTS[2], &split, d, head_label);
-    // Split along the top, merge along the bottom of the gaps.
+    groups(&mut svg, LEFTS[2], &split(q, d), d, head_label);
+    split_and_merge(&mut svg, (d, d_out));
+    let below = TOP + t as f64 * CH;
+    let split_word = lang.pick("split (blue arrows) →", "拆分（蓝色箭头）→");
+    text(
+        &mut svg,
+        (LEFTS[0], below + 30.0),
+        "start",
+        12,
+        HEADS[0],
+        split_word,
+    );
+    let merge_word = lang.pick("← merge (grey arrows)", "← 合并（灰色箭头）");
+    text(
+        &mut svg,
+        (LEFTS[0], below + 48.0),
+        "start",
+        12,
+        GREY,
+        merge_word,
+    );
+    legend(&mut svg, lang, (LEFTS[0], below + 70.0));
+    let words = lang.pick(
+        "each cell: a token and its query value · its colour: the head its column belongs to",
+        "每个格子：一个词元及其查询值 · 颜色：它所在的列属于哪个头",
+    );
+    footer(&mut svg, (WIDTH, height), words);
+    Ok(finish(lang, "s4_split_heads.svg", svg))
+}
+
+/// The steps between the three tensors of a head width `d` and `d_out` columns: each split along
+/// the top of the gaps, in blue, and its way back, the merge, along the bottom, in grey.
+fn split_and_merge(svg: &mut String, (d, d_out): (usize, usize)) {
     let steps = [
         (
             LEFTS[0] + CW * d_out as f64,
@@ -216,52 +240,14 @@ fn split_heads(lang: Lang, seeds: BookSeeds) -> Result<Figure, Error> {
     for (from, to, forward, back) in steps {
         let (x1, x2) = (from + 10.0, to);
         let middle = (x1 + x2) / 2.0;
-        text(
-            &mut svg,
-            (middle, TOP + 12.0),
-            "middle",
-            12,
-            "black",
-            forward,
-        );
-        step_arrow(&mut svg, (x1, x2), TOP + 22.0, HEADS[0]);
-        step_arrow(&mut svg, (x2, x1), TOP + 120.0, GREY);
+        text(svg, (middle, TOP + 12.0), "middle", 12, "black", forward);
+        step_arrow(svg, (x1, x2), TOP + 22.0, HEADS[0]);
+        step_arrow(svg, (x2, x1), TOP + 120.0, GREY);
         for (k, line) in back.iter().enumerate() {
-            text(
-                &mut svg,
-                (middle, TOP + 140.0 + 15.0 * k as f64),
-                "middle",
-                12,
-                GREY,
-                line,
-            );
+            let at = (middle, TOP + 140.0 + 15.0 * k as f64);
+            text(svg, at, "middle", 12, GREY, line);
         }
     }
-    let split_word = lang.pick("split (blue arrows) →", "拆分（蓝色箭头）→");
-    let merge_word = lang.pick("← merge (grey arrows)", "← 合并（灰色箭头）");
-    text(
-        &mut svg,
-        (LEFTS[0], TOP + t as f64 * CH + 30.0),
-        "start",
-        12,
-        HEADS[0],
-        split_word,
-    );
-    text(
-        &mut svg,
-        (LEFTS[0], TOP + t as f64 * CH + 48.0),
-        "start",
-        12,
-        GREY,
-        merge_word,
-    );
-    legend(&mut svg, lang, (LEFTS[0], TOP + t as f64 * CH + 70.0));
-    let words = lang.pick(
-        "each cell: a token and its query value · its colour: the head its column belongs to",
-        "每个格子：一个词元及其查询值 · 颜色：它所在的列属于哪个头",
-    );
-    note(&mut svg, (WIDTH / 2.0, height - 14.0), words);
-    Ok(finish(lang, "s4_split_heads.svg", svg))
 }
 
 /// `s4_reshape_mix.svg`: the heads of view + transpose beside the "heads" of a straight reshape,
@@ -282,27 +268,34 @@ fn reshape_mix(lang: Lang, seeds: BookSeeds) -> Result<Figure, Error> {
             "直接 reshape 成 (B, H, T, D) 会把头和词元混在一起",
         ),
     );
+    mix_headers(lang, &mut svg, (t, d_out, h, d));
+    flat(&mut svg, lang, LEFTS[0], &q, d);
+    let (x1, x2) = (LEFTS[0] + CW * d_out as f64 + 10.0, LEFTS[1] - 62.0);
+    step_arrow(&mut svg, (x1, x2), TOP + 3.0 * CH, GREY);
+    let head_label = |g: usize| format!("{} {g}", lang.pick("head", "头"));
+    groups(&mut svg, LEFTS[1], &split(q.clone(), d), d, head_label);
+    groups(&mut svg, LEFTS[2], &reshape(q.clone(), d), d, head_label);
+    memory_strip(lang, &mut svg, &q, d, strip_top);
+    legend(&mut svg, lang, (LEFTS[0], height - 26.0));
+    Ok(finish(lang, "s4_reshape_mix.svg", svg))
+}
+
+/// The reshape picture's three headers, for queries (T, d_out) cut into H heads of D, and the
+/// verdict on each way of cutting.
+fn mix_headers(lang: Lang, svg: &mut String, (t, d_out, h, d): (usize, usize, usize, usize)) {
     let item = lang.pick("item 0", "第 0 项");
     let shape = format!("{item}: ({t}, {d_out})");
     header(
-        &mut svg,
+        svg,
         LEFTS[0] + CW * d_out as f64 / 2.0,
         "(B, T, d_out)",
         &shape,
     );
     let right = format!("{item}: ({h}, {t}, {d})");
-    header(
-        &mut svg,
-        LEFTS[1] + CW / 2.0,
-        lang.pick("view, transpose(1, 2)", "view，transpose(1, 2)"),
-        &right,
-    );
-    header(
-        &mut svg,
-        LEFTS[2] + CW / 2.0,
-        lang.pick("reshape(B, H, T, D)", "reshape(B, H, T, D)"),
-        &right,
-    );
+    let split = lang.pick("view, transpose(1, 2)", "view，transpose(1, 2)");
+    header(svg, LEFTS[1] + CW / 2.0, split, &right);
+    let reshaped = lang.pick("reshape(B, H, T, D)", "reshape(B, H, T, D)");
+    header(svg, LEFTS[2] + CW / 2.0, reshaped, &right);
     let verdicts = [
         (
             LEFTS[1],
@@ -317,7 +310,7 @@ fn reshape_mix(lang: Lang, seeds: BookSeeds) -> Result<Figure, Error> {
     ];
     for (left, colour, verdict) in verdicts {
         text(
-            &mut svg,
+            svg,
             (left + CW / 2.0, TOP - 12.0),
             "middle",
             12,
@@ -325,28 +318,28 @@ fn reshape_mix(lang: Lang, seeds: BookSeeds) -> Result<Figure, Error> {
             verdict,
         );
     }
-    flat(&mut svg, lang, LEFTS[0], &q, d);
-    let (x1, x2) = (LEFTS[0] + CW * d_out as f64 + 10.0, LEFTS[1] - 62.0);
-    step_arrow(&mut svg, (x1, x2), TOP + 3.0 * CH, GREY);
-    let head_label = |g: usize| format!("{} {g}", lang.pick("head", "头"));
-    groups(&mut svg, LEFTS[1], &split(q.clone(), d), d, head_label);
-    groups(&mut svg, LEFTS[2], &reshape(q.clone(), d), d, head_label);
-    // The memory order of (T, d_out), row after row: what the reshape cuts into H blocks.
+}
+
+/// The memory order of the queries `q` (T, d_out), row after row, from `strip_top`: what the
+/// reshape cuts into H blocks of T·D, each block bracketed and named.
+fn memory_strip(lang: Lang, svg: &mut String, q: &Array2<Entry>, d: usize, strip_top: f64) {
+    let (t, d_out) = q.dim();
     let cell = (WIDTH - 2.0 * LEFTS[0]) / (t * d_out) as f64;
+    let words = lang.pick(
+        "(B, T, d_out) in memory, one row after the other: reshape cuts it into blocks of T·D",
+        "(B, T, d_out) 在内存中逐行排列：reshape 把它切成 T·D 个一块",
+    );
     text(
-        &mut svg,
+        svg,
         (LEFTS[0], strip_top - 10.0),
         "start",
         12,
         "black",
-        lang.pick(
-            "(B, T, d_out) in memory, one row after the other: reshape cuts it into blocks of T·D",
-            "(B, T, d_out) 在内存中逐行排列：reshape 把它切成 T·D 个一块",
-        ),
+        words,
     );
     let flat_order: Vec<Entry> = q.iter().copied().collect();
     matrix(
-        &mut svg,
+        svg,
         (LEFTS[0], strip_top),
         (1, t * d_out),
         (cell, CH),
@@ -355,29 +348,22 @@ fn reshape_mix(lang: Lang, seeds: BookSeeds) -> Result<Figure, Error> {
             ..shade(&flat_order[k], d)
         },
     );
-    for g in 0..h {
+    for g in 0..d_out / d {
         let x = LEFTS[0] + cell * (g * t * d) as f64;
         let w = cell * (t * d) as f64;
         let y = strip_top + CH + 8.0;
-        let _ = writeln!(
-            svg,
-            "<path d=\"M{:.1},{y:.1} V{:.1} H{:.1} V{y:.1}\" fill=\"none\" stroke=\"{GREY}\"/>",
-            x + 2.0,
-            y + 8.0,
-            x + w - 2.0
-        );
+        let (left, right) = (x + 2.0, x + w - 2.0);
+        Tag::new("path")
+            .set(
+                "d",
+                format_args!("M{left:.1},{y:.1} V{:.1} H{right:.1} V{y:.1}", y + 8.0),
+            )
+            .set("fill", "none")
+            .set("stroke", GREY)
+            .close(svg);
         let label = format!("{} {g}", lang.pick("reshape's “head”", "reshape 的“头”"));
-        text(
-            &mut svg,
-            (x + w / 2.0, y + 26.0),
-            "middle",
-            12,
-            GREY,
-            &label,
-        );
+        text(svg, (x + w / 2.0, y + 26.0), "middle", 12, GREY, &label);
     }
-    legend(&mut svg, lang, (LEFTS[0], height - 26.0));
-    Ok(finish(lang, "s4_reshape_mix.svg", svg))
 }
 
 /// This stage's pictures in `lang`'s words.

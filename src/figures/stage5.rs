@@ -3,14 +3,14 @@
 //! forward pass records on the tape; and the tape of a small expression, each node with its value
 //! and its gradient after `backward`.
 
-use std::fmt::Write;
-
 use super::Figure;
-use super::draw::{BLUE, GREY, ORANGE, RED, arrow, arrowhead, rect, text, vertical_text};
+use super::draw::{
+    BLUE, GREY, ORANGE, RED, Tag, arrow, arrowhead, dot, legend_label, open_svg, polyline, rect,
+    rounded, sized, text, thousands, vertical_text,
+};
 use super::finish;
 use crate::Error;
 use crate::lang::Lang;
-use crate::plot::open_svg;
 use crate::rng::numpy::NumpyRandom;
 use crate::s5_gpt::backend::Op;
 use crate::s5_gpt::beyond::{Architecture, Gpt, GptConfig, dropout_masks};
@@ -54,12 +54,7 @@ fn text_box(
 ) {
     let (w, h) = size;
     let (stroke, fill) = colours;
-    let x = cx - w / 2.0;
-    let _ = writeln!(
-        svg,
-        "<rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"{h:.1}\" rx=\"4\" \
-         fill=\"{fill}\" stroke=\"{stroke}\"/>"
-    );
+    rounded(svg, (cx - w / 2.0, y), (w, h), stroke, fill);
     text(svg, (cx, y + h / 2.0 + 4.5), "middle", 12, "black", words);
 }
 
@@ -341,12 +336,11 @@ fn column(svg: &mut String, steps: &[Step], cx: f64, width: f64) -> Vec<f64> {
 /// A dashed frame around the boxes from `top` to `bottom`, its name written upwards along its
 /// left side.
 fn frame(svg: &mut String, x: f64, w: f64, (top, bottom): (f64, f64), name: &str) {
-    let _ = writeln!(
-        svg,
-        "<rect x=\"{x:.1}\" y=\"{top:.1}\" width=\"{w:.1}\" height=\"{:.1}\" fill=\"none\" \
-         stroke=\"#999999\" stroke-dasharray=\"5,4\"/>",
-        bottom - top
-    );
+    sized("rect", (x, top), (w, bottom - top))
+        .set("fill", "none")
+        .set("stroke", "#999999")
+        .set("stroke-dasharray", "5,4")
+        .close(svg);
     vertical_text(svg, (x + 16.0, (top + bottom) / 2.0), 12, "#666666", name);
 }
 
@@ -355,157 +349,161 @@ fn residual(svg: &mut String, cx: f64, box_w: f64, lane: f64, (from, to): (f64, 
     let start_y = from + BOX_H + 11.0;
     let x = cx - box_w / 2.0 - lane;
     let end_y = to + BOX_H / 2.0;
-    let _ = writeln!(
-        svg,
-        "<polyline points=\"{cx:.1},{start_y:.1} {x:.1},{start_y:.1} {x:.1},{end_y:.1} {:.1},{end_y:.1}\" \
-         fill=\"none\" stroke=\"{ORANGE}\" stroke-width=\"1.5\"/>",
-        cx - box_w / 2.0 - 6.0
-    );
-    let _ = writeln!(
-        svg,
-        "<circle cx=\"{cx:.1}\" cy=\"{start_y:.1}\" r=\"2.5\" fill=\"{ORANGE}\"/>"
-    );
+    let path = [
+        (cx, start_y),
+        (x, start_y),
+        (x, end_y),
+        (cx - box_w / 2.0 - 6.0, end_y),
+    ];
+    polyline(svg, &path, ORANGE, 1.5);
+    dot(svg, (cx, start_y), 2.5, ORANGE);
     arrowhead(svg, (cx - box_w / 2.0, end_y), (1.0, 0.0), ORANGE, HEAD);
 }
 
 /// The parameters on a tape: the sum of their sizes, with thousands separated.
 fn parameter_count(tape: &Tape) -> String {
-    let n: usize = tape.params().iter().map(|p| p.data.len()).sum();
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (k, ch) in digits.chars().enumerate() {
-        if k > 0 && (digits.len() - k).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(ch);
+    thousands(tape.params().iter().map(|p| p.data.len()).sum())
+}
+
+/// The model picture's columns: the centre and box width of the tutorial's, then of the full
+/// block's.
+const LEFT_COLUMN: (f64, f64) = (205.0, 230.0);
+const RIGHT_COLUMN: (f64, f64) = (560.0, 250.0);
+
+/// A column's heading at `cx`: its name, and under it, dimmer, the sizes or flags it is drawn at.
+fn heading(svg: &mut String, cx: f64, name: &str, detail: &str) {
+    text(svg, (cx, 46.0), "middle", 14, "black", name);
+    text(svg, (cx, 64.0), "middle", 12, DIM, detail);
+}
+
+/// What a column ends in, 16 px under the last arrow's tip `end`, and its parameter count under it.
+fn column_end(svg: &mut String, cx: f64, end: f64, (what, count): (&str, &str)) {
+    text(svg, (cx, end + 16.0), "middle", 12, "black", what);
+    text(svg, (cx, end + 40.0), "middle", 12, DIM, count);
+}
+
+/// One column of the model picture, read off a recorded forward pass: its boxes, the sizes or
+/// flags it is drawn at, its parameter count and its number of blocks.
+struct Column {
+    steps: Vec<Step>,
+    detail: String,
+    params: String,
+    blocks: usize,
+}
+
+/// The tutorial's model at the chapter's sizes, whole.
+fn tutorial_column(lang: Lang) -> Column {
+    let mut tape = Tape::new();
+    let (b, config) = tutorial_pass(&mut tape);
+    let ids = vec![b, config.context_size];
+    Column {
+        steps: tutorial_steps(lang, &Recorded { tape: &tape }, ids),
+        detail: format!(
+            "B = {b}, T = {}, C = {}, V = {}",
+            config.context_size, config.embedding_size, config.vocab_size
+        ),
+        params: parameter_count(&tape),
+        blocks: config.blocks,
     }
-    out
+}
+
+/// One block of the next chapter's full model.
+fn full_column(lang: Lang) -> Column {
+    let mut tape = Tape::new();
+    let (flags, config) = full_pass(&mut tape);
+    let arch = config.architecture;
+    let d = arch
+        .head_dim(config.embedding_size)
+        .expect("the heads divide C");
+    Column {
+        steps: full_steps(lang, &Recorded { tape: &tape }, arch.dropout),
+        detail: format!("{flags} (H = {}, D = {d})", arch.heads),
+        params: parameter_count(&tape),
+        blocks: config.blocks,
+    }
 }
 
 /// `s5_model.svg`: the tutorial's model, whole, beside one block of the next chapter's full model,
 /// each arrow labelled with the shape its forward pass records, what the tutorial leaves out in
 /// orange.
 fn model_figure(lang: Lang) -> Figure {
-    let mut tape = Tape::new();
-    let (b, config) = tutorial_pass(&mut tape);
-    let tutorial_params = parameter_count(&tape);
-    let left = tutorial_steps(
-        lang,
-        &Recorded { tape: &tape },
-        vec![b, config.context_size],
-    );
-    let mut full_tape = Tape::new();
-    let (flags, full_config) = full_pass(&mut full_tape);
-    let arch = full_config.architecture;
-    let full_params = parameter_count(&full_tape);
-    let right = full_steps(lang, &Recorded { tape: &full_tape }, arch.dropout);
-
-    let width = 760.0;
-    let height = COLUMN_TOP + right.len() as f64 * PITCH + 100.0;
+    let (left, right) = (tutorial_column(lang), full_column(lang));
+    let height = COLUMN_TOP + right.steps.len() as f64 * PITCH + 100.0;
     let title = lang.pick(
         "Stage 5: the tutorial's model, and the full block it leaves out",
         "第 5 阶段：教程的模型，以及它省掉的完整模块",
     );
-    let mut svg = open_svg(lang, width, height, title);
-    let (lx, rx, lw, rw) = (205.0, 560.0, 230.0, 250.0);
+    let mut svg = open_svg(lang, 760.0, height, title);
+    let name = lang.pick(
+        "The tutorial's model (TutorialGpt)",
+        "教程的模型（TutorialGpt）",
+    );
+    heading(&mut svg, LEFT_COLUMN.0, name, &left.detail);
+    let name = lang.pick("One block of the full model", "完整模型的一个模块");
+    heading(&mut svg, RIGHT_COLUMN.0, name, &right.detail);
+    draw_tutorial(lang, &mut svg, &left);
+    draw_full(lang, &mut svg, &right);
+    model_legend(lang, &mut svg, height - 20.0);
+    finish(lang, "s5_model.svg", svg)
+}
 
-    text(
-        &mut svg,
-        (lx, 46.0),
-        "middle",
-        14,
-        "black",
-        lang.pick(
-            "The tutorial's model (TutorialGpt)",
-            "教程的模型（TutorialGpt）",
-        ),
-    );
-    let sizes = format!(
-        "B = {b}, T = {}, C = {}, V = {}",
-        config.context_size, config.embedding_size, config.vocab_size
-    );
-    text(&mut svg, (lx, 64.0), "middle", 12, DIM, &sizes);
-    text(
-        &mut svg,
-        (rx, 46.0),
-        "middle",
-        14,
-        "black",
-        lang.pick("One block of the full model", "完整模型的一个模块"),
-    );
-    let d = arch
-        .head_dim(full_config.embedding_size)
-        .expect("the heads divide C");
-    let heads = format!("{flags} (H = {}, D = {d})", arch.heads);
-    text(&mut svg, (rx, 64.0), "middle", 12, DIM, &heads);
-
-    let tops = column(&mut svg, &left, lx, lw);
+/// The tutorial's column of boxes, its block framed, and what it ends in.
+fn draw_tutorial(lang: Lang, svg: &mut String, left: &Column) {
+    let (lx, lw) = LEFT_COLUMN;
+    let tops = column(svg, &left.steps, lx, lw);
     let block_name = match lang {
-        Lang::En => format!("block, × {}", config.blocks),
-        Lang::ZhCn => format!("模块，× {}", config.blocks),
+        Lang::En => format!("block, × {}", left.blocks),
+        Lang::ZhCn => format!("模块，× {}", left.blocks),
     };
     let (first, last) = (tops[BLOCK.0] - 5.0, tops[BLOCK.1] - PITCH + BOX_H + 5.0);
-    frame(&mut svg, 50.0, 330.0, (first, last), &block_name);
-    let end = tops[tops.len() - 1] + PITCH;
-    let loss = lang.pick("loss", "损失");
-    text(&mut svg, (lx, end + 16.0), "middle", 12, "black", loss);
+    frame(svg, 50.0, 330.0, (first, last), &block_name);
     let count = match lang {
-        Lang::En => format!("{tutorial_params} parameters"),
-        Lang::ZhCn => format!("{tutorial_params} 个参数"),
+        Lang::En => format!("{} parameters", left.params),
+        Lang::ZhCn => format!("{} 个参数", left.params),
     };
-    text(&mut svg, (lx, end + 40.0), "middle", 12, DIM, &count);
+    let loss = lang.pick("loss", "损失");
+    column_end(svg, lx, tops[tops.len() - 1] + PITCH, (loss, &count));
+}
 
-    let tops = column(&mut svg, &right, rx, rw);
+/// The full block's column of boxes, its two residual paths, and what follows the last block.
+fn draw_full(lang: Lang, svg: &mut String, right: &Column) {
+    let (rx, rw) = RIGHT_COLUMN;
+    let tops = column(svg, &right.steps, rx, rw);
     // Each residual path leaves the arrow below a sublayer's input and joins its "+" box.
-    residual(&mut svg, rx, rw, 22.0, (tops[0], tops[9]));
-    residual(&mut svg, rx, rw, 12.0, (tops[9], tops[12]));
-    let end = tops[tops.len() - 1] + PITCH;
+    residual(svg, rx, rw, 22.0, (tops[0], tops[9]));
+    residual(svg, rx, rw, 12.0, (tops[9], tops[12]));
     let rest = lang.pick(
         "after the last block: LayerNorm, then Linear C → V",
         "最后一个模块之后：层归一化，再接 Linear C → V",
     );
-    text(&mut svg, (rx, end + 16.0), "middle", 12, "black", rest);
+    let (params, blocks) = (&right.params, right.blocks);
     let count = match lang {
-        Lang::En => format!(
-            "{full_params} parameters with {} blocks",
-            full_config.blocks
-        ),
-        Lang::ZhCn => format!("{} 个模块，共 {full_params} 个参数", full_config.blocks),
+        Lang::En => format!("{params} parameters with {blocks} blocks"),
+        Lang::ZhCn => format!("{blocks} 个模块，共 {params} 个参数"),
     };
-    text(&mut svg, (rx, end + 40.0), "middle", 12, DIM, &count);
+    column_end(svg, rx, tops[tops.len() - 1] + PITCH, (rest, &count));
+}
 
-    // The legend.
-    let ly = height - 20.0;
+/// The model picture's legend on the baseline `ly`: the fills of what the tutorial's model has and
+/// of what it leaves out, and what the arrows' labels are.
+fn model_legend(lang: Lang, svg: &mut String, ly: f64) {
     let key = |svg: &mut String, x: f64, (stroke, fill): (&str, &str), words: &str| {
-        let _ = writeln!(
-            svg,
-            "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"18\" height=\"12\" rx=\"2\" fill=\"{fill}\" \
-             stroke=\"{stroke}\"/>",
-            ly - 10.0
-        );
-        text(svg, (x + 24.0, ly), "start", 12, "black", words);
+        Tag::new("rect")
+            .at((x, ly - 10.0))
+            .set("width", 18)
+            .set("height", 12)
+            .set("rx", 2)
+            .set("fill", fill)
+            .set("stroke", stroke)
+            .close(svg);
+        legend_label(svg, (x + 18.0, ly), words);
     };
-    key(
-        &mut svg,
-        60.0,
-        (BLUE, BLUE_FILL),
-        lang.pick("in the tutorial's model", "教程的模型里有"),
-    );
-    key(
-        &mut svg,
-        300.0,
-        (ORANGE, ORANGE_FILL),
-        lang.pick("what it leaves out", "教程的模型省掉的"),
-    );
-    text(
-        &mut svg,
-        (540.0, ly),
-        "start",
-        12,
-        DIM,
-        lang.pick("arrows: tensor shapes", "箭头上：张量形状"),
-    );
-    finish(lang, "s5_model.svg", svg)
+    let has = lang.pick("in the tutorial's model", "教程的模型里有");
+    key(svg, 60.0, (BLUE, BLUE_FILL), has);
+    let leaves_out = lang.pick("what it leaves out", "教程的模型省掉的");
+    key(svg, 300.0, (ORANGE, ORANGE_FILL), leaves_out);
+    let arrows = lang.pick("arrows: tensor shapes", "箭头上：张量形状");
+    text(svg, (540.0, ly), "start", 12, DIM, arrows);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -603,24 +601,17 @@ fn edge_lanes(edges: &[(usize, usize)]) -> Vec<(usize, usize)> {
     (0..edges.len()).map(|k| (lane_of[k], entry(k))).collect()
 }
 
+/// The top of row `k` of the tape picture.
+fn row_y(k: usize) -> f64 {
+    ROW_TOP + k as f64 * ROW_PITCH
+}
+
 /// `s5_tape.svg`: the tape of [`book_tape_example`], one row per node in tape order (its op, its
 /// value, its gradient after `backward`), with an arrow from each input to the node that uses it.
 fn tape_figure(lang: Lang) -> Figure {
     let ex = book_tape_example();
-    let tape = &ex.tape;
-    let target = ex.target;
-    let names: [String; 7] = [
-        lang.pick("x, parameter", "x，参数").to_string(),
-        lang.pick("W, parameter", "W，参数").to_string(),
-        lang.pick("b, parameter", "b，参数").to_string(),
-        "h = linear(x, W, b)".to_string(),
-        "g = gelu(h)".to_string(),
-        "y = g + x".to_string(),
-        format!("L = cross_entropy(y, {target})"),
-    ];
     let n = ex.nodes.len();
-    let width = 760.0;
-    let height = ROW_TOP + n as f64 * ROW_PITCH + 40.0;
+    let (width, height) = (760.0, ROW_TOP + n as f64 * ROW_PITCH + 40.0);
     let title = lang.pick(
         "Stage 5: the tape of a small expression, after backward",
         "第 5 阶段：一个小表达式的记录带，反向传播之后",
@@ -642,101 +633,11 @@ fn tape_figure(lang: Lang) -> Figure {
             head,
         );
     }
-    let row_y = |k: usize| ROW_TOP + k as f64 * ROW_PITCH;
-    for (k, (&id, name)) in ex.nodes.iter().zip(&names).enumerate() {
-        let y = row_y(k);
-        let value = tape.value(id);
-        let grad = tape.grad(id).map(<[f32]>::to_vec);
-        let grad = grad.unwrap_or_else(|| vec![0.0; value.data.len()]);
-        let fill = if matches!(tape.op(id), Op::Leaf) {
-            BLUE_FILL
-        } else {
-            "#f2f2f2"
-        };
-        for &(x, w) in &COLS {
-            rect(&mut svg, (x, y), (w, ROW_H), fill, GREY);
-        }
-        let mid = y + ROW_H / 2.0;
-        text(
-            &mut svg,
-            (COLS[0].0 + 15.0, mid + 4.5),
-            "middle",
-            12,
-            "black",
-            &id.0.to_string(),
-        );
-        text(
-            &mut svg,
-            (COLS[1].0 + 8.0, mid - 3.0),
-            "start",
-            13,
-            "black",
-            name,
-        );
-        text(
-            &mut svg,
-            (COLS[1].0 + 8.0, mid + 14.0),
-            "start",
-            12,
-            "#666666",
-            &shape_text(&value.shape),
-        );
-        let cells = [
-            (COLS[2], rows_text(&value.shape, &value.data), "black"),
-            (COLS[3], rows_text(&value.shape, &grad), RED),
-        ];
-        for ((x, w), lines, colour) in cells {
-            let first = mid + 4.5 - 8.0 * (lines.len() as f64 - 1.0);
-            for (j, line) in lines.iter().enumerate() {
-                text(
-                    &mut svg,
-                    (x + w / 2.0, first + 16.0 * j as f64),
-                    "middle",
-                    12,
-                    colour,
-                    line,
-                );
-            }
-        }
+    for (k, (&id, name)) in ex.nodes.iter().zip(node_names(lang, &ex)).enumerate() {
+        tape_row(&mut svg, &ex.tape, id, row_y(k), &name);
     }
-    let row_of = |id: NodeId| {
-        ex.nodes
-            .iter()
-            .position(|&n| n == id)
-            .expect("a drawn node")
-    };
-    let mut edges: Vec<(usize, usize)> = ex
-        .nodes
-        .iter()
-        .enumerate()
-        .flat_map(|(k, &id)| tape.op(id).inputs().into_iter().map(move |x| (x, k)))
-        .map(|(x, k)| (row_of(x), k))
-        .collect();
-    edges.sort_by_key(|&(from, to)| (to - from, to));
-    for ((from, to), (lane, entry)) in edges.iter().zip(edge_lanes(&edges)) {
-        let x = TABLE_LEFT - 16.0 - 14.0 * lane as f64;
-        let y0 = row_y(*from) + ROW_H / 2.0 + LEAVE;
-        let y1 = row_y(*to) + ROW_H / 2.0 - 14.0 + 8.0 * entry as f64;
-        let _ = writeln!(
-            svg,
-            "<polyline points=\"{TABLE_LEFT:.1},{y0:.1} {x:.1},{y0:.1} {x:.1},{y1:.1} {:.1},{y1:.1}\" \
-             fill=\"none\" stroke=\"{BLUE}\" stroke-width=\"1.3\"/>",
-            TABLE_LEFT - 6.0
-        );
-        arrowhead(&mut svg, (TABLE_LEFT, y1), (1.0, 0.0), BLUE, HEAD);
-    }
-    // Forward runs down the tape, backward up it.
-    let (top, bottom) = (row_y(0) + 4.0, row_y(n - 1) + ROW_H - 4.0);
-    arrow(&mut svg, (18.0, top), (18.0, bottom), BLUE, 1.5, HEAD);
-    arrow(&mut svg, (706.0, bottom), (706.0, top), RED, 1.5, HEAD);
-    let middle = (top + bottom) / 2.0;
-    let forward = lang.pick("forward: records each node", "前向：逐个记录节点");
-    vertical_text(&mut svg, (32.0, middle), 12, BLUE, forward);
-    let backward = lang.pick(
-        "backward: gradients, last node first",
-        "反向：从最后一个节点算梯度",
-    );
-    vertical_text(&mut svg, (690.0, middle), 12, RED, backward);
+    tape_edges(&mut svg, &ex);
+    directions(lang, &mut svg, (row_y(0) + 4.0, row_y(n - 1) + ROW_H - 4.0));
     let note = lang.pick(
         "x feeds two nodes, so its gradient is the sum of the two that come back",
         "x 用在两个节点里，所以它的梯度是两路传回的梯度之和",
@@ -750,6 +651,115 @@ fn tape_figure(lang: Lang) -> Figure {
         note,
     );
     finish(lang, "s5_tape.svg", svg)
+}
+
+/// What made each node of the tape picture, in tape order.
+fn node_names(lang: Lang, ex: &TapeExample) -> [String; 7] {
+    [
+        lang.pick("x, parameter", "x，参数").to_string(),
+        lang.pick("W, parameter", "W，参数").to_string(),
+        lang.pick("b, parameter", "b，参数").to_string(),
+        "h = linear(x, W, b)".to_string(),
+        "g = gelu(h)".to_string(),
+        "y = g + x".to_string(),
+        format!("L = cross_entropy(y, {})", ex.target),
+    ]
+}
+
+/// Node `id`'s row, its top at `y`: its number, what made it and its shape, its value, and its
+/// gradient in red; a parameter's row is filled blue.
+fn tape_row(svg: &mut String, tape: &Tape, id: NodeId, y: f64, name: &str) {
+    let value = tape.value(id);
+    let grad = tape.grad(id).map(<[f32]>::to_vec);
+    let grad = grad.unwrap_or_else(|| vec![0.0; value.data.len()]);
+    let fill = if matches!(tape.op(id), Op::Leaf) {
+        BLUE_FILL
+    } else {
+        "#f2f2f2"
+    };
+    for &(x, w) in &COLS {
+        rect(svg, (x, y), (w, ROW_H), fill, GREY);
+    }
+    let mid = y + ROW_H / 2.0;
+    let number = id.0.to_string();
+    text(
+        svg,
+        (COLS[0].0 + 15.0, mid + 4.5),
+        "middle",
+        12,
+        "black",
+        &number,
+    );
+    text(
+        svg,
+        (COLS[1].0 + 8.0, mid - 3.0),
+        "start",
+        13,
+        "black",
+        name,
+    );
+    let shape = shape_text(&value.shape);
+    text(
+        svg,
+        (COLS[1].0 + 8.0, mid + 14.0),
+        "start",
+        12,
+        "#666666",
+        &shape,
+    );
+    let cells = [
+        (COLS[2], rows_text(&value.shape, &value.data), "black"),
+        (COLS[3], rows_text(&value.shape, &grad), RED),
+    ];
+    for ((x, w), lines, colour) in cells {
+        let first = mid + 4.5 - 8.0 * (lines.len() as f64 - 1.0);
+        for (j, line) in lines.iter().enumerate() {
+            let at = (x + w / 2.0, first + 16.0 * j as f64);
+            text(svg, at, "middle", 12, colour, line);
+        }
+    }
+}
+
+/// An arrow from each input's row to the row of the node that uses it, along the table's left in
+/// the lanes of [`edge_lanes`].
+fn tape_edges(svg: &mut String, ex: &TapeExample) {
+    let row_of = |id: NodeId| {
+        ex.nodes
+            .iter()
+            .position(|&n| n == id)
+            .expect("a drawn node")
+    };
+    let mut edges: Vec<(usize, usize)> = ex
+        .nodes
+        .iter()
+        .enumerate()
+        .flat_map(|(k, &id)| ex.tape.op(id).inputs().into_iter().map(move |x| (x, k)))
+        .map(|(x, k)| (row_of(x), k))
+        .collect();
+    edges.sort_by_key(|&(from, to)| (to - from, to));
+    for ((from, to), (lane, entry)) in edges.iter().zip(edge_lanes(&edges)) {
+        let x = TABLE_LEFT - 16.0 - 14.0 * lane as f64;
+        let y0 = row_y(*from) + ROW_H / 2.0 + LEAVE;
+        let y1 = row_y(*to) + ROW_H / 2.0 - 14.0 + 8.0 * entry as f64;
+        let path = [(TABLE_LEFT, y0), (x, y0), (x, y1), (TABLE_LEFT - 6.0, y1)];
+        polyline(svg, &path, BLUE, 1.3);
+        arrowhead(svg, (TABLE_LEFT, y1), (1.0, 0.0), BLUE, HEAD);
+    }
+}
+
+/// Forward runs down the tape, backward up it: an arrow and its words on each side, from `top` to
+/// `bottom`.
+fn directions(lang: Lang, svg: &mut String, (top, bottom): (f64, f64)) {
+    arrow(svg, (18.0, top), (18.0, bottom), BLUE, 1.5, HEAD);
+    arrow(svg, (706.0, bottom), (706.0, top), RED, 1.5, HEAD);
+    let middle = (top + bottom) / 2.0;
+    let forward = lang.pick("forward: records each node", "前向：逐个记录节点");
+    vertical_text(svg, (32.0, middle), 12, BLUE, forward);
+    let backward = lang.pick(
+        "backward: gradients, last node first",
+        "反向：从最后一个节点算梯度",
+    );
+    vertical_text(svg, (690.0, middle), 12, RED, backward);
 }
 
 #[cfg(test)]

@@ -3,13 +3,11 @@
 //! distribution the model draws the next character from at several temperatures and a top-k.
 //! `book_figures` trains the model to draw them; the test that runs the chapter checks them.
 
-use std::fmt::Write;
-
-use super::draw::{BLUE, GREY, RED, bar, bold};
+use super::chart::Series;
+use super::draw::{BLUE, GREY, RED, Tag, bar, bold, open_svg};
 use super::finish;
 use super::{Figure, estimate_curves, step_chart, train_loss, visible};
 use crate::lang::Lang;
-use crate::plot::{Series, escape, open_svg};
 use crate::s5_gpt::GptError;
 use crate::s5_gpt::baseline::Bigram;
 use crate::s5_gpt::data::Split;
@@ -168,13 +166,10 @@ pub fn next_char_picture(lang: Lang, distributions: &[Vec<(char, f64)>]) -> Figu
             Lang::En => format!("+ {rest} more characters"),
             Lang::ZhCn => format!("另有 {rest} 个字符"),
         };
-        let _ = writeln!(
-            svg,
-            "<text x=\"{:.1}\" y=\"{:.1}\" fill=\"{GREY}\">{}</text>",
-            x0,
-            top + bar_h * BARS as f64 + 18.0,
-            escape(&more)
-        );
+        Tag::new("text")
+            .at((x0, top + bar_h * BARS as f64 + 18.0))
+            .set("fill", GREY)
+            .holding(&mut svg, &more);
     }
     finish(lang, "s5_gpt_next.svg", svg)
 }
@@ -188,20 +183,16 @@ fn draw_bars(svg: &mut String, x0: f64, top: f64, panel_w: f64, bar_h: f64, next
     bar(svg, (x0 + label_w, top - 8.0), ground, "#f4f4f4");
     for (i, &(c, p)) in next.iter().take(BARS).enumerate() {
         let y = top + bar_h * i as f64;
-        let _ = writeln!(
-            svg,
-            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" font-family=\"monospace\">{}</text>",
-            x0 + label_w / 2.0,
-            y + 8.0,
-            escape(&visible(c))
-        );
+        Tag::new("text")
+            .at((x0 + label_w / 2.0, y + 8.0))
+            .set("text-anchor", "middle")
+            .set("font-family", "monospace")
+            .holding(svg, &visible(c));
         bar(svg, (x0 + label_w, y - 4.0), (full * p, bar_h - 6.0), BLUE);
-        let _ = writeln!(
-            svg,
-            "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"12\">{p:.3}</text>",
-            x0 + label_w + full * p + 3.0,
-            y + 8.0
-        );
+        Tag::new("text")
+            .at((x0 + label_w + full * p + 3.0, y + 8.0))
+            .set("font-size", 12)
+            .holding(svg, &format!("{p:.3}"));
     }
 }
 

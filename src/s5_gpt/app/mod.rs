@@ -16,7 +16,7 @@
 //! | [`fetch`] | downloading Tiny Shakespeare on first use |
 //! | [`progress`] | the progress bar |
 //! | [`bench`](mod@bench) | `--bench`: time per step and per op |
-//! | [`ablation`] | the chapter "What the tutorial's model leaves out": its tables and attention maps |
+//! | [`ablation`] | the chapter "What the tutorial's model leaves out": its measuring and attention maps (the tables are [`crate::figures::ablation`]) |
 //!
 //! The book's page (`book/play/`) runs on WebAssembly, where there is no terminal, no signal, no
 //! network client and no second thread. It reads the flags with [`args`], checks them with
