@@ -772,8 +772,7 @@ mod tests {
         let (b, config) = chapter_config(Architecture::default());
         assert_eq!(config.vocab_size, 65);
         if let Ok(text) = std::fs::read_to_string(
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join(crate::s5_gpt::app::files::DATA_FILE),
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(crate::s5_gpt::data::DATA_FILE),
         ) {
             let corpus = CharDataset::from_text(&text, b, config.context_size);
             assert_eq!(

@@ -20,6 +20,9 @@ use std::path::Path;
 
 use super::error::GptError;
 
+/// The file the tutorial reads, where `data/fetch.sh` puts it.
+pub const DATA_FILE: &str = "data/tinyshakespeare.txt";
+
 /// Which half of the text a batch comes from (`dataset.train()` / `dataset.eval()`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Split {

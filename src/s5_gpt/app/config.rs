@@ -5,13 +5,15 @@ use std::path::{Path, PathBuf};
 
 #[cfg(not(target_arch = "wasm32"))]
 use super::fetch::{corpus_url, fetch};
-use super::files::default_data_path;
 #[cfg(not(target_arch = "wasm32"))]
-use super::files::{DATA_FILE, DATA_SHA256};
+use super::files::DATA_SHA256;
+use super::files::default_data_path;
 use crate::s5_gpt::app::error::ToolError;
 use crate::s5_gpt::backend::{Backend, Lesson};
 use crate::s5_gpt::beyond::Architecture;
 use crate::s5_gpt::data::CharDataset;
+#[cfg(not(target_arch = "wasm32"))]
+use crate::s5_gpt::data::DATA_FILE;
 use crate::s5_gpt::error::shown;
 use crate::s5_gpt::fast::{Fast, team};
 use crate::s5_gpt::train::{Recipe, Trainer};

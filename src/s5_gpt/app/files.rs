@@ -6,12 +6,10 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 use crate::s5_gpt::app::error::ToolError;
+use crate::s5_gpt::data::DATA_FILE;
 use crate::s5_gpt::error::shown;
 
-/// The file the tutorial reads, where `data/fetch.sh` puts it.
-pub const DATA_FILE: &str = "data/tinyshakespeare.txt";
-
-/// The sha256 of that file, as `data/fetch.sh` checks it.
+/// The sha256 of the tutorial's file ([`DATA_FILE`]), as `data/fetch.sh` checks it.
 pub const DATA_SHA256: &str = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed";
 
 /// Where to look when no path is given: `data/` of the current directory or of this crate, then the
