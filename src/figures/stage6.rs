@@ -3,7 +3,7 @@
 //! skips (`s6_tiles.svg`), and how far the online and the exact forms lie from stage 4's attention
 //! as T grows (`s6_bits.svg`).
 
-use super::chart::{Axis, Legend, LineChart, Scale, Series, Side, Style};
+use super::chart::{Axis, LineChart, POINTS, Scale, Series};
 use super::draw::{BLUE, GREY, ORANGE, bold, footer, frame, note, open_svg, polyline, rect, text};
 use super::{Figure, finish};
 use crate::lang::Lang;
@@ -173,25 +173,6 @@ fn differences(seed: u64, t: usize) -> (f64, f64) {
     (f64::from(online.scaled_ulps), f64::from(exact.scaled_ulps))
 }
 
-/// The style of [`bits`]: the step charts' size, a dot at every length, grid lines, and the legend
-/// at the top left.
-const BITS_STYLE: Style = Style {
-    size: (740.0, 420.0),
-    margins: [80.0, 30.0, 44.0, 70.0],
-    words: Some((12, 13)),
-    names: (30.0, 22.0),
-    paired_ticks: false,
-    grid: true,
-    line_width: 2.0,
-    dots: Some(3.5),
-    legend: Legend {
-        side: Side::Left,
-        inset: (16.0, 16.0),
-        row: 20.0,
-        key: 24.0,
-    },
-};
-
 /// `s6_bits.svg`: the largest difference of the online and the exact form from stage 4, in ULPs of
 /// the largest output, against T (log scale), with the bound `tests/s6_flash.rs` asserts.
 fn bits(lang: Lang, seeds: BookSeeds) -> Figure {
@@ -217,7 +198,7 @@ fn bits(lang: Lang, seeds: BookSeeds) -> Figure {
             "Stage 6: where the bits part from stage 4, one head of 64 columns",
             "第 6 阶段：与第 4 阶段的位在哪里分开，一个 64 列的头",
         ),
-        style: BITS_STYLE,
+        style: POINTS,
         x: Axis {
             name: lang.pick("T, the tokens (log scale)", "T：词元数（对数刻度）"),
             ends: (BITS_T[0] as f64, BITS_T[BITS_T.len() - 1] as f64),
