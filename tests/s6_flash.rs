@@ -296,6 +296,7 @@ mod exercises {
         assert_eq!(largest_square_tile(L1, 64), 35);
         assert!(tile_bytes(35, 64) <= L1 && tile_bytes(36, 64) > L1);
         assert_eq!(tile_bytes(35, 64), 7_945 * 4);
+        assert_eq!(tile_bytes(32, 64), 28 * 1024, "a power of two leaves 4 KiB");
     }
 
     /// The formula's counts are the ones the tiled forward returns.
