@@ -280,3 +280,72 @@ fn where_the_bits_part() {
     assert!(most.scaled_ulps <= ONLINE_BOUND_SCALED_ULPS, "{most:?}");
     assert!(most.absolute <= ONLINE_BOUND_ABSOLUTE, "{most:?}");
 }
+
+// The chapter's exercises: their solutions in `s6_flash::exercises`.
+
+mod exercises {
+    use attention_from_scratch::s6_flash::exercises::{
+        causal_tile_counts, largest_square_tile, tile_bytes, window_key_tiles, window_tile_count,
+    };
+    use attention_from_scratch::s6_flash::{Tiles, random_head, tiled_attention};
+
+    const L1: usize = 32 * 1024;
+
+    #[test]
+    fn the_largest_square_tile_in_a_32_kib_l1_is_35() {
+        assert_eq!(largest_square_tile(L1, 64), 35);
+        assert!(tile_bytes(35, 64) <= L1 && tile_bytes(36, 64) > L1);
+        assert_eq!(tile_bytes(35, 64), 7_945 * 4);
+        assert_eq!(tile_bytes(32, 64), 28 * 1024, "a power of two leaves 4 KiB");
+    }
+
+    /// The formula's counts are the ones the tiled forward returns.
+    #[test]
+    fn causal_skipping_saves_n_n_minus_1_over_2_tiles() {
+        for (t, b) in [
+            (6, 2),
+            (256, 64),
+            (100, 10),
+            (257, 64),
+            (7, 3),
+            (1, 8),
+            (300, 35),
+        ] {
+            let [q, k, v] = random_head(3, t, 4);
+            let tiled = tiled_attention(&q.view(), &k.view(), &v.view(), Tiles::new(b, b));
+            let counts = (tiled.tiles_computed, tiled.tiles_skipped);
+            assert_eq!(causal_tile_counts(t, b), counts, "T = {t}, tiles {b}");
+        }
+    }
+
+    /// A window keeps a tile if one of its keys is in the window of one of the block's queries,
+    /// and leaves it otherwise; a window as long as T is the causal pass.
+    #[test]
+    fn a_sliding_window_leaves_the_tiles_behind_it() {
+        let in_window = |i: usize, j: usize, w: usize| j <= i && i - j < w;
+        for (t, br, bc, w) in [
+            (256, 64, 64, 64),
+            (100, 10, 15, 23),
+            (50, 7, 5, 1),
+            (90, 8, 8, 90),
+        ] {
+            let tiles = Tiles::new(br, bc);
+            for rows in tiles.query_blocks(t) {
+                let kept: Vec<_> = window_key_tiles(tiles, &rows, w).collect();
+                for keys in tiles.visible_key_tiles(&rows) {
+                    let needed = rows
+                        .clone()
+                        .any(|i| keys.clone().any(|j| in_window(i, j, w)));
+                    assert_eq!(
+                        kept.contains(&keys),
+                        needed,
+                        "T = {t}, rows {rows:?}, {keys:?}"
+                    );
+                }
+            }
+        }
+        let tiles = Tiles::new(64, 64);
+        assert_eq!(window_tile_count(tiles, 256, 64), 7);
+        assert_eq!(window_tile_count(tiles, 256, 256), tiles.count(256).0);
+    }
+}

@@ -109,6 +109,25 @@ pub(super) const STEPS: Style = Style {
     },
 };
 
+/// The style of the charts of a few measured points (stage 2's scaling, stage 6's bits): a dot at
+/// each point, grid lines at the ticks, and the legend at the top left, clear of the curves.
+pub(super) const POINTS: Style = Style {
+    size: (740.0, 420.0),
+    margins: [80.0, 30.0, 44.0, 70.0],
+    words: Some((12, 13)),
+    names: (30.0, 22.0),
+    paired_ticks: false,
+    grid: true,
+    line_width: 2.0,
+    dots: Some(3.5),
+    legend: Legend {
+        side: Side::Left,
+        inset: (16.0, 16.0),
+        row: 20.0,
+        key: 24.0,
+    },
+};
+
 /// A chart to draw: its axes and series, and what it marks besides.
 pub(super) struct LineChart<'a> {
     pub title: &'a str,

@@ -10,7 +10,7 @@
 //! | [`colours`] | the heat maps' colour scale, shared by every shaded weight |
 //! | [`heatmap`] | attention weights as heat maps |
 //! | `chart` | line charts, on linear or log axes: the stage-5 curves and stage 2's scaling |
-//! | `stage1` … `stage5`, [`trained`] | the pictures of each stage's ideas, and of the trained model |
+//! | `stage1` … `stage6`, [`trained`] | the pictures of each stage's ideas, and of the trained model |
 //! | [`ablation`] | the Markdown tables of the chapter "What the tutorial's model leaves out" |
 
 use ndarray::{Array2, Array3, ArrayView2, Axis};
@@ -38,6 +38,7 @@ mod stage2;
 mod stage3;
 mod stage4;
 mod stage5;
+mod stage6;
 pub mod trained;
 
 /// A picture: its path under `book/src/img/` (`zh-CN/…` for the Chinese edition's) and its SVG text.
@@ -166,6 +167,7 @@ pub fn quick_figures(lang: Lang) -> Result<Vec<Figure>, Error> {
     figures.extend(stage3::figures(lang)?);
     figures.extend(stage4::figures(lang)?);
     figures.extend(stage5::figures(lang)?);
+    figures.extend(stage6::figures(lang)?);
     Ok(figures)
 }
 

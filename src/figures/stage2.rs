@@ -3,7 +3,7 @@
 //! weight grows with d_k, with and without the 1/√d_k scale (`s2_scaling.svg`).
 
 use super::Figure;
-use super::chart::{Axis, Legend, LineChart, Scale, Series, Side, Style};
+use super::chart::{Axis, LineChart, POINTS, Scale, Series};
 use super::draw::{
     GREY, RED, Tag, arrow, axes, frame, note, open_svg, points, text, vertical_text,
 };
@@ -330,25 +330,6 @@ fn table_notes(lang: Lang, svg: &mut String, y: f64) {
     }
 }
 
-/// The style of [`scaling`]: ticks at every point's d_k and every 0.2 of weight, with grid lines,
-/// a dot at each point and the legend at the top left, clear of the curves.
-const SCALING_STYLE: Style = Style {
-    size: (740.0, 420.0),
-    margins: [80.0, 30.0, 44.0, 70.0],
-    words: Some((12, 13)),
-    names: (30.0, 22.0),
-    paired_ticks: false,
-    grid: true,
-    line_width: 2.0,
-    dots: Some(3.5),
-    legend: Legend {
-        side: Side::Left,
-        inset: (16.0, 16.0),
-        row: 20.0,
-        key: 24.0,
-    },
-};
-
 /// `s2_scaling.svg`: the mean largest softmax weight of six keys against d_k (log scale), for the
 /// unscaled scores and for the scores divided by √d_k ([`mean_largest_weights`]).
 fn scaling(lang: Lang, seeds: BookSeeds) -> Figure {
@@ -390,7 +371,7 @@ fn scaling(lang: Lang, seeds: BookSeeds) -> Figure {
             "Stage 2: the largest of six softmax weights, as d_k grows",
             "第 2 阶段：d_k 增大时，六个 softmax 权重中的最大者",
         ),
-        style: SCALING_STYLE,
+        style: POINTS,
         x: Axis {
             name: lang.pick(
                 "d_k, the size of the query and keys (log scale)",

@@ -14,6 +14,8 @@
 //! 4. [`exact`]: the same tiles, in three passes over the keys, that give stage 4's output bit for
 //!    bit; its module docs say why each step is bit-equal.
 //!
+//! [`exercises`] holds the solutions of the chapter's exercises.
+//!
 //! [`heads`] holds stage 4's attention one head at a time, and stage 4's layer with any of these
 //! forms in place of it.
 //!
@@ -22,6 +24,7 @@
 
 pub mod bits;
 pub mod exact;
+pub mod exercises;
 pub mod heads;
 pub mod online;
 pub mod tiled;
