@@ -27,10 +27,10 @@ const GAP: f64 = 24.0;
 /// Room on the right for the colour scale and its labels.
 const LEGEND: f64 = 96.0;
 /// The fill of a cell the causal mask removed.
-const MASKED: &str = "#e4e4e4";
+pub const MASKED: &str = "#e4e4e4";
 
 /// ColorBrewer's "Blues", from white to deep blue: the stops of the heat maps' colour scale.
-const BLUES: [(u8, u8, u8); 5] = [
+pub const BLUES: [(u8, u8, u8); 5] = [
     (247, 251, 255),
     (198, 219, 239),
     (107, 174, 214),
