@@ -613,3 +613,50 @@ pub fn serve_as_helper() {
 pub fn threads() -> usize {
     on_every_thread(team::threads)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The flags the panels look up by clap's id (book/theme/play-train.js, play-sample.js,
+    /// play-stage.js) are there, so that renaming a field of the command line fails here rather
+    /// than in the browser.
+    #[test]
+    fn page_facts_name_every_flag_the_panels_write() {
+        let facts: serde_json::Value = serde_json::from_str(&page_facts()).unwrap();
+        let flag = |group: &str, id: &str| facts[group][id]["flag"].as_str().map(str::to_string);
+        assert_eq!(flag("stage_flags", "seed").as_deref(), Some("--seed"));
+        for id in [
+            "seed",
+            "qkv",
+            "heads",
+            "residual",
+            "layer_norm",
+            "dropout",
+            "mask_value",
+            "max_steps",
+            "loss_csv",
+        ] {
+            assert!(flag("train_flags", id).is_some(), "no training flag {id}");
+        }
+        for id in [
+            "checkpoint",
+            "prompt",
+            "seed",
+            "temperature",
+            "top_k",
+            "sample_len",
+            "probs",
+        ] {
+            assert!(
+                flag("generate_flags", id).is_some(),
+                "no generate flag {id}"
+            );
+        }
+        assert_eq!(facts["train_flags"]["seed"]["default"], "42");
+        assert_eq!(facts["generate_flags"]["prompt"]["default"], "ROMEO:");
+        assert_eq!(facts["generate_flags"]["temperature"]["default"], "1");
+        assert_eq!(facts["mask_value"], "-1e9");
+        assert_eq!(facts["tokens"][JOURNEY], "journey");
+    }
+}
