@@ -83,7 +83,7 @@ fn flag_error(e: clap::Error) -> JsError {
     JsError::new(text.lines().next().unwrap_or("error: bad flags"))
 }
 
-/// What the page writes that belongs to the crate, as JSON (see [`Facts`]): the flags it puts
+/// What the page writes that belongs to the crate, as JSON (the fields of `Facts`): the flags it puts
 /// into the command lines it shows, the chapter's tokens and the colours of the book's heat maps.
 /// The page asks for it once, before it draws any panel.
 #[wasm_bindgen]
