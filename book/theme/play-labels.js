@@ -1,4 +1,4 @@
-// Every label and message of the book's panels (theme/play.js), in each edition's language: the page
+// Every label and message of the book's panels (theme/play-*.js), in each edition's language: the page
 // picks the set named by its <html lang>. A check reads everything after the assignment below up to the
 // final semicolon as JSON, so that part stays strict JSON (double quotes, no comments, no trailing
 // commas), and these comments use neither an equals sign nor a semicolon. A {name} is filled in by the

@@ -8,6 +8,7 @@
 //!
 //! | export | what `cargo run` gives the same |
 //! |---|---|
+//! | [`page_facts`] | the flags' names and defaults, the chapter's tokens, the heat maps' colours |
 //! | [`stage_output`] | `cargo run --example sN [-- --seed K]`, its stdout |
 //! | [`s1_query`] | stage 1's §3.3.1, for another query token |
 //! | [`stage_weights`] | the numbers behind the heat maps of stages 1, 3 and 4 |
@@ -16,6 +17,11 @@
 //! | [`fma_self_check`] | the fast layer's fused multiply-add on WebAssembly, checked |
 //! | [`choose_kernel`], [`kernel`] | which product kernel trains: fused lanes or exact float64 |
 //! | `serve_as_helper`, [`threads`] | `--threads N`: the helper threads, as Web Workers |
+//!
+//! What a panel draws comes as JSON beside the text it shows (the rows of the loss CSV, the
+//! probabilities of `--probs`, the heat maps' weights and head indices), so that the page never
+//! reads numbers back out of the crate's text, and the names and constants it writes into command
+//! lines and pictures come from [`page_facts`], so that it keeps no copies of them.
 //!
 //! An error is thrown as a JavaScript `Error` whose message is the line the command line prints on
 //! stderr (`error: …`). Of a flag error the command line prints more lines after it (clap's usage
@@ -33,30 +39,37 @@
 //! (`pkg/threads/`), where Web Workers that call `serve_as_helper` (WebAssembly only) become the
 //! training team's helpers.
 
+use std::collections::BTreeMap;
 use std::fmt::Display;
 use std::path::Path;
 
 use attention_from_scratch::cli::SeedArgs;
 use attention_from_scratch::figures;
+use attention_from_scratch::figures::colours::{BLUES, MASKED};
 use attention_from_scratch::rng::numpy::NumpyRandom;
 use attention_from_scratch::s1_simple::{self, JOURNEY, TOKENS};
 use attention_from_scratch::s5_gpt::app::args::{Cli, Command, GenerateArgs, RecipeArgs};
 use attention_from_scratch::s5_gpt::app::checkpoint::{self, Checkpoint};
 use attention_from_scratch::s5_gpt::app::config::{Config, SAMPLE_LEN};
 use attention_from_scratch::s5_gpt::app::files::{LOSS_CSV_HEADER, loss_csv_line};
-use attention_from_scratch::s5_gpt::app::sample::{probs, sample};
+use attention_from_scratch::s5_gpt::app::sample::{next_chars, probs_lines, sample};
 use attention_from_scratch::s5_gpt::data::{CharDataset, DATA_FILE};
 use attention_from_scratch::s5_gpt::fast::{team, wasm_fma};
 use attention_from_scratch::s5_gpt::generate::{Sampling, generate};
+use attention_from_scratch::s5_gpt::ops::MASK_VALUE;
 use attention_from_scratch::s5_gpt::tape::Tape;
 use attention_from_scratch::s5_gpt::train::Trainer as LessonTrainer;
 use attention_from_scratch::{BookSeeds, Error, s2_trainable, s3_causal, s4_multihead};
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 use serde::Serialize;
 use wasm_bindgen::prelude::*;
 
 /// Where the page finds the trained model (`book/src/play/data/checkpoint/`); errors name it.
 const CHECKPOINT_DIR: &str = "data/checkpoint";
+
+/// The folder of the page's files in the crate (the worker, and what `book/build.sh` puts there),
+/// where a command the page shows finds the checkpoint.
+const PLAY_DIR: &str = "book/src/play";
 
 /// The one line the command line prints for `e`.
 fn fail(e: impl Display) -> JsError {
@@ -68,6 +81,78 @@ fn fail(e: impl Display) -> JsError {
 fn flag_error(e: clap::Error) -> JsError {
     let text = e.render().to_string();
     JsError::new(text.lines().next().unwrap_or("error: bad flags"))
+}
+
+/// What the page writes that belongs to the crate, as JSON (the fields of `Facts`): the flags it puts
+/// into the command lines it shows, the chapter's tokens and the colours of the book's heat maps.
+/// The page asks for it once, before it draws any panel.
+#[wasm_bindgen]
+pub fn page_facts() -> String {
+    let cli = Cli::command();
+    let generate = cli
+        .find_subcommand("generate")
+        .expect("s5_gpt has a generate command");
+    let facts = Facts {
+        tokens: TOKENS,
+        journey: JOURNEY,
+        blues: BLUES.map(|(r, g, b)| [r, g, b]),
+        masked: MASKED,
+        mask_value: format!("{MASK_VALUE:e}"),
+        stage_flags: flags_of(&SeedArgs::command()),
+        example: cli.get_name().to_string(),
+        train_flags: flags_of(&cli),
+        generate: generate.get_name().to_string(),
+        generate_flags: flags_of(generate),
+        checkpoint: format!("{PLAY_DIR}/{CHECKPOINT_DIR}"),
+    };
+    json(&facts)
+}
+
+/// What [`page_facts`] returns.
+#[derive(Serialize)]
+struct Facts {
+    /// Stage 1's six tokens, the query knob's choices.
+    tokens: [&'static str; 6],
+    /// The chapter's query token.
+    journey: usize,
+    /// The stops of the heat maps' colour scale (red, green, blue), from white to deep blue.
+    blues: [[u8; 3]; 5],
+    /// The fill of a cell the causal mask removed.
+    masked: &'static str,
+    /// The tutorial's `--mask-value`, as the page writes it.
+    mask_value: String,
+    /// The flags of stages 1-4 (`--seed`), by clap's id.
+    stage_flags: BTreeMap<String, Flag>,
+    /// Stage 5's example, and its flags without a subcommand (the chapter's run), by clap's id.
+    example: String,
+    train_flags: BTreeMap<String, Flag>,
+    /// Its subcommand that samples a checkpoint, and that subcommand's flags.
+    generate: String,
+    generate_flags: BTreeMap<String, Flag>,
+    /// The trained model's folder, from the crate's root.
+    checkpoint: String,
+}
+
+/// A flag as the command line spells it, and its default value if it takes one.
+#[derive(Serialize)]
+struct Flag {
+    flag: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    default: Option<String>,
+}
+
+/// The long flags of `command`, by clap's id (`"layer_norm"`: `--layer-norm`).
+fn flags_of(command: &clap::Command) -> BTreeMap<String, Flag> {
+    (command.get_arguments())
+        .filter_map(|arg| {
+            let flag = format!("--{}", arg.get_long()?);
+            let takes_values = arg.get_action().takes_values();
+            let default = (arg.get_default_values().first())
+                .filter(|_| takes_values)
+                .map(|value| value.to_string_lossy().into_owned());
+            Some((arg.get_id().to_string(), Flag { flag, default }))
+        })
+        .collect()
 }
 
 /// A stage's `run`: its chapter's outputs, in order, for the seeds given.
@@ -131,8 +216,8 @@ fn knob_or<T: std::str::FromStr>(knob: &str, default: T, what: &str) -> Result<T
 }
 
 /// The numbers behind a stage's heat map, as JSON:
-/// `{"labels": [6 tokens], "causal": bool, "maps": [{"title": "…", "weights": [[…], …]}, …]}`,
-/// each map (T, T), row i holding token i's weights. `knob` (`""` for the chapter's) is stage 1's
+/// `{"labels": [6 tokens], "causal": bool, "maps": [{"head": h, "weights": [[…], …]}, …]}`,
+/// each map (T, T), row i holding token i's weights; `head` (from 0) only for stage 4's maps. `knob` (`""` for the chapter's) is stage 1's
 /// query token (0–5; the JSON then also holds `"query"`), stage 3's dropout rate (0 to 1; 0 is the
 /// chapter's figure, 0.5 its `nn.Dropout(0.5)`) or stage 4's number of heads (the chapter's 2; it
 /// must divide d_out = 2). Stage 2 draws no heat map. `seed` is read as `stage_output` reads it.
@@ -140,7 +225,7 @@ fn knob_or<T: std::str::FromStr>(knob: &str, default: T, what: &str) -> Result<T
 pub fn stage_weights(stage: &str, seed: &str, knob: &str) -> Result<String, JsError> {
     let (name, _) = stage_run(stage)?;
     let seeds = seeds(name, seed)?;
-    let one = |weights: ndarray::Array2<f32>| vec![Map::new(String::new(), weights.view())];
+    let one = |weights: ndarray::Array2<f32>| vec![Map::new(None, weights.view())];
     let (causal, query, maps) = match name {
         "s1_simple" => {
             let query = knob_or(knob, JOURNEY, "the query token")?;
@@ -159,7 +244,7 @@ pub fn stage_weights(stage: &str, seed: &str, knob: &str) -> Result<String, JsEr
             let heads = knob_or(knob, 2, "the number of heads")?;
             let weights = figures::s4_weights(seeds, heads).map_err(fail)?; // (H, T, T)
             let maps = (weights.outer_iter().enumerate())
-                .map(|(h, w)| Map::new(format!("head {h}"), w))
+                .map(|(h, w)| Map::new(Some(h), w))
                 .collect();
             (true, None, maps)
         }
@@ -172,7 +257,7 @@ pub fn stage_weights(stage: &str, seed: &str, knob: &str) -> Result<String, JsEr
         query,
         maps,
     };
-    Ok(serde_json::to_string(&value).expect("numbers serialise"))
+    Ok(json(&value))
 }
 
 /// What [`stage_weights`] returns. Each float32 is written as the shortest text that reads back as
@@ -189,17 +274,19 @@ struct HeatMaps {
     maps: Vec<Map>,
 }
 
-/// One heat map: its title and its (T, T) weights, row by row.
+/// One heat map: its head, if it is one of several, and its (T, T) weights, row by row.
 #[derive(Serialize)]
 struct Map {
-    title: String,
+    /// The head it belongs to, from 0; the page titles it in the edition's language.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    head: Option<usize>,
     weights: Vec<Vec<f32>>,
 }
 
 impl Map {
-    fn new(title: String, weights: ndarray::ArrayView2<f32>) -> Map {
+    fn new(head: Option<usize>, weights: ndarray::ArrayView2<f32>) -> Map {
         let weights = weights.outer_iter().map(|row| row.to_vec()).collect();
-        Map { title, weights }
+        Map { head, weights }
     }
 }
 
@@ -249,19 +336,20 @@ impl Trainer {
         LOSS_CSV_HEADER.to_string()
     }
 
-    /// Trains `n` more steps (fewer if the run's epochs end first) and returns their lines of the
-    /// `--loss-csv` file, each ending in a line break.
+    /// Trains `n` more steps (fewer if the run's epochs end first) and returns them as JSON,
+    /// `{"lines": "…", "rows": [{"step": s, "lr": r, "loss": l}, …]}`: their lines of the
+    /// `--loss-csv` file, each ending in a line break, and the same numbers, one row per line.
     pub fn run(&mut self, n: usize) -> Result<String, JsError> {
-        let mut lines = String::new();
+        let mut steps = Steps::default();
         let stop = self.trainer.losses.len() + n;
         if n == 0 {
-            return Ok(lines);
+            return Ok(json(&steps));
         }
         let trainer = &mut self.trainer;
         on_every_thread(|| {
             trainer.train(|t| {
                 let s = t.losses.len() - 1;
-                lines.push_str(&loss_csv_line(s, t.lrs[s], t.losses[s]));
+                steps.push(s, t.lrs[s], t.losses[s]);
                 if s + 1 < stop {
                     std::ops::ControlFlow::Continue(())
                 } else {
@@ -270,7 +358,7 @@ impl Trainer {
             })
         })
         .map_err(fail)?;
-        Ok(lines)
+        Ok(json(&steps))
     }
 
     /// The mean loss over the test batches now, as the chapter's run prints it after `loss: `
@@ -310,6 +398,35 @@ impl Trainer {
         )
         .map_err(fail)
     }
+}
+
+/// Steps trained by one [`Trainer::run`]: the loss CSV's lines as the page shows them, and their
+/// numbers, which it draws. Each float is written as the shortest text that reads back as it, as
+/// the CSV writes it.
+#[derive(Default, Serialize)]
+struct Steps {
+    lines: String,
+    rows: Vec<LossRow>,
+}
+
+/// One line of the loss CSV, `step,lr,loss`.
+#[derive(Serialize)]
+struct LossRow {
+    step: usize,
+    lr: f64,
+    loss: f32,
+}
+
+impl Steps {
+    fn push(&mut self, step: usize, lr: f64, loss: f32) {
+        self.lines.push_str(&loss_csv_line(step, lr, loss));
+        self.rows.push(LossRow { step, lr, loss });
+    }
+}
+
+/// `value` as JSON, the form of every structured answer.
+fn json(value: &impl Serialize) -> String {
+    serde_json::to_string(value).expect("numbers serialise")
 }
 
 /// `s5_gpt generate --checkpoint DIR --prompt=<prompt>` with each `flag=value` whose value is not
@@ -379,21 +496,36 @@ impl Sampler {
         Ok(format!("{text}\n"))
     }
 
-    /// Exactly what `s5_gpt generate --checkpoint DIR --prompt <prompt> --temperature <t> --top-k
-    /// <k> --probs` prints on stdout: the distribution of the character after the prompt, a line
-    /// per character that can be drawn, likeliest first. The values are read as
-    /// [`generate`](Sampler::generate) reads them.
+    /// The steps the checkpoint was trained for.
+    pub fn steps(&self) -> usize {
+        self.saved.config.step
+    }
+
+    /// The distribution of the character after the prompt, a line per character that can be
+    /// drawn, likeliest first, as JSON: `{"text": "…", "rows": [{"label": "'e'", "p": 0.12,
+    /// "printed": "0.12"}, …]}`. `text` is exactly what `s5_gpt generate --checkpoint DIR --prompt
+    /// <prompt> --temperature <t> --top-k <k> --probs` prints on stdout; each row is one of its
+    /// lines: the character as it is quoted there, its probability, and that probability as
+    /// printed. The values are read as [`generate`](Sampler::generate) reads them.
     pub fn probs(&self, prompt: &str, temperature: &str, top_k: &str) -> Result<String, JsError> {
         let flags = [("--temperature", temperature), ("--top-k", top_k)];
         let args = generate_args(prompt, &flags, true)?;
-        let text = probs(&self.saved, &args).map_err(fail)?;
-        Ok(format!("{text}\n"))
+        let next = next_chars(&self.saved, &args).map_err(fail)?;
+        let rows = (next.iter())
+            .map(|&(c, p)| NextChar {
+                label: format!("{c:?}"),
+                p,
+                printed: p.to_string(),
+            })
+            .collect();
+        let text = format!("{}\n", probs_lines(&next));
+        Ok(json(&Probs { text, rows }))
     }
 
     /// The attention weights of `prompt` (its last T characters if it is longer) as JSON,
-    /// `[block][head][row][column]`, row i holding character i's weights over the characters
-    /// 0..=i: the model's softmax nodes, as the chapter "What the tutorial's model leaves out"
-    /// draws them.
+    /// `{"labels": [T characters], "maps": [block][head][row][column]}`, row i holding character
+    /// i's weights over the characters 0..=i: the model's softmax nodes, as the chapter "What the
+    /// tutorial's model leaves out" draws them.
     pub fn attention(&self, prompt: &str) -> Result<String, JsError> {
         let vocabulary = CharDataset::from_vocab(self.saved.config.vocab());
         let ids = vocabulary.encode(prompt).map_err(fail)?;
@@ -410,8 +542,33 @@ impl Sampler {
             .iter()
             .map(|heads| heads.iter().map(|w| w.chunks(t).collect()).collect())
             .collect();
-        Ok(serde_json::to_string(&maps).expect("numbers serialise"))
+        let labels = (vocabulary.decode(window).chars())
+            .map(String::from)
+            .collect();
+        Ok(json(&Attention { labels, maps }))
     }
+}
+
+/// What [`Sampler::probs`] returns.
+#[derive(Serialize)]
+struct Probs {
+    text: String,
+    rows: Vec<NextChar>,
+}
+
+/// One line of `--probs`, in parts.
+#[derive(Serialize)]
+struct NextChar {
+    label: String,
+    p: f32,
+    printed: String,
+}
+
+/// What [`Sampler::attention`] returns: the window's characters, and its maps.
+#[derive(Serialize)]
+struct Attention<'a> {
+    labels: Vec<String>,
+    maps: Vec<Vec<Vec<&'a [f32]>>>,
 }
 
 /// Mismatches between the fast layer's fused multiply-add on WebAssembly (the kernel in use, see
@@ -456,4 +613,51 @@ pub fn serve_as_helper() {
 #[wasm_bindgen]
 pub fn threads() -> usize {
     on_every_thread(team::threads)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The flags the panels look up by clap's id (book/theme/play-train.js, play-sample.js,
+    /// play-stage.js) are there, so that renaming a field of the command line fails here rather
+    /// than in the browser.
+    #[test]
+    fn page_facts_name_every_flag_the_panels_write() {
+        let facts: serde_json::Value = serde_json::from_str(&page_facts()).unwrap();
+        let flag = |group: &str, id: &str| facts[group][id]["flag"].as_str().map(str::to_string);
+        assert_eq!(flag("stage_flags", "seed").as_deref(), Some("--seed"));
+        for id in [
+            "seed",
+            "qkv",
+            "heads",
+            "residual",
+            "layer_norm",
+            "dropout",
+            "mask_value",
+            "max_steps",
+            "loss_csv",
+        ] {
+            assert!(flag("train_flags", id).is_some(), "no training flag {id}");
+        }
+        for id in [
+            "checkpoint",
+            "prompt",
+            "seed",
+            "temperature",
+            "top_k",
+            "sample_len",
+            "probs",
+        ] {
+            assert!(
+                flag("generate_flags", id).is_some(),
+                "no generate flag {id}"
+            );
+        }
+        assert_eq!(facts["train_flags"]["seed"]["default"], "42");
+        assert_eq!(facts["generate_flags"]["prompt"]["default"], "ROMEO:");
+        assert_eq!(facts["generate_flags"]["temperature"]["default"], "1");
+        assert_eq!(facts["mask_value"], "-1e9");
+        assert_eq!(facts["tokens"][JOURNEY], "journey");
+    }
 }

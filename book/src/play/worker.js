@@ -1,6 +1,7 @@
-// The panels' background thread (a module Web Worker, started by theme/play.js): it loads the crate's
-// WebAssembly (pkg/, made by book/build.sh) and runs what a panel asks, so that the page never freezes
-// while a model trains. It computes nothing of its own: each request calls one export of the wasm front.
+// The panels' background thread (a module Web Worker, started by theme/play-engine.js): it loads the
+// crate's WebAssembly (pkg/, made by book/build.sh) and runs what a panel asks, so that the page never
+// freezes while a model trains. It computes nothing of its own: each request calls one export of the wasm
+// front, and an export's JSON answer is handed on as the object it writes.
 //
 // A request is {id, op, args}; the answer is {id, ok: true, value, ms} or {id, ok: false, error, kind},
 // where error is the export's one-line message and kind tells a bad input ("input") from a missing file
@@ -141,7 +142,8 @@ async function fetchFile(path, as) {
 const ops = {
     stage_output: (stage, seed) => play.stage_output(stage, seed),
     s1_query: (query) => play.s1_query(query),
-    stage_weights: (stage, seed, knob) => play.stage_weights(stage, seed, knob),
+    stage_weights: (stage, seed, knob) => JSON.parse(play.stage_weights(stage, seed, knob)),
+    page_facts: () => JSON.parse(play.page_facts()),
     fma_self_check: (n, seed) => play.fma_self_check(n, seed),
     // What trains here: the build loaded, the product kernel it chose, the threads it runs on and, for
     // one thread, why.
@@ -163,7 +165,8 @@ const ops = {
         return { header: play.Trainer.header(), steps: trainer.steps(), total: trainer.total_steps(),
             kernel, threads: running, oneThread: running > 1 ? null : oneThread };
     },
-    trainer_run: (n) => ({ lines: trainer.run(n), steps: trainer.steps() }),
+    // {lines, rows, steps}: the loss CSV's lines, the same as numbers, and the steps trained so far.
+    trainer_run: (n) => ({ ...JSON.parse(trainer.run(n)), steps: trainer.steps() }),
     trainer_test_loss: () => trainer.test_loss(),
     trainer_sample: (length) => trainer.sample(length),
 
@@ -175,13 +178,13 @@ const ops = {
         }
         sampler = null;
         sampler = new play.Sampler(config, weights);
-        return JSON.parse(config).step;
+        return sampler.steps();
     },
     // Each value is the text of its field, read by the command line's own parser ("" for its default).
     generate: (prompt, temperature, topK, seed, length) =>
         sampler.generate(prompt, temperature, topK, seed, length),
-    probs: (prompt, temperature, topK) => sampler.probs(prompt, temperature, topK),
-    attention: (prompt) => sampler.attention(prompt),
+    probs: (prompt, temperature, topK) => JSON.parse(sampler.probs(prompt, temperature, topK)),
+    attention: (prompt) => JSON.parse(sampler.attention(prompt)),
 };
 
 /** The threads a training step runs on now. */

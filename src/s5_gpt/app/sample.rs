@@ -48,6 +48,12 @@ pub fn sample(saved: &Checkpoint, args: &GenerateArgs) -> Result<String, ToolErr
 /// first: the character quoted as Rust writes a `char` (`'\n'`, `' '`), then its probability as
 /// float32 prints it, the shortest text that reads back as the same float.
 pub fn probs(saved: &Checkpoint, args: &GenerateArgs) -> Result<String, ToolError> {
+    Ok(probs_lines(&next_chars(saved, args)?))
+}
+
+/// The distribution that [`probs`] prints, as (character, probability) pairs in its order; the
+/// book's page draws them as bars.
+pub fn next_chars(saved: &Checkpoint, args: &GenerateArgs) -> Result<Vec<(char, f32)>, ToolError> {
     let sampling = sampling(saved, args)?;
     let vocabulary = CharDataset::from_vocab(saved.config.vocab());
     let cfg = args.config();
@@ -63,11 +69,16 @@ pub fn probs(saved: &Checkpoint, args: &GenerateArgs) -> Result<String, ToolErro
             sampling,
         )?)
     })?;
+    Ok(next.iter().map(|&(c, p)| (c, p as f32)).collect())
+}
+
+/// [`probs`]' text for the pairs of [`next_chars`].
+pub fn probs_lines(next: &[(char, f32)]) -> String {
     let lines: Vec<String> = next
         .iter()
-        .map(|&(c, p)| format!("{:<6} {}", format!("{c:?}"), p as f32))
+        .map(|&(c, p)| format!("{:<6} {}", format!("{c:?}"), p))
         .collect();
-    Ok(lines.join("\n"))
+    lines.join("\n")
 }
 
 /// `generate`'s checks, before any model is built: `--temperature`, `--top-k`, `--sample-len`,

@@ -1,0 +1,200 @@
+// The book's panels, part 5 of 5 (see play-engine.js): stage 5, "Sample the trained model". It prints
+// what `s5_gpt generate --checkpoint` prints from the book's checkpoint, draws the next character's
+// distribution (`generate --probs`) as bars from the front's numbers, and the prompt's attention maps.
+(function () {
+    "use strict";
+
+    const { PARAMS, t, el, Engine, messageFor, Panel, rich, field, textInput, outputBox, heatMap,
+        probsChart } = window.attentionPanels;
+    const PROBS_BARS = 20; // the likeliest characters drawn as bars; the rest are counted
+    const PROBS_DELAY = 150; // ms without an edit before the distribution is asked again
+
+    /** The sampling flag whose clap id is `id`: {flag: "--top-k", default}. */
+    function flag(id) {
+        return window.attentionPanels.facts.generate_flags[id];
+    }
+
+    /** The URL parameter of the sampling flag `id` (the flag without its dashes), or null. */
+    function param(id) {
+        return PARAMS.get(flag(id).flag.slice(2));
+    }
+
+    /** `text` as one word of a POSIX shell: in single quotes, each of its own quotes written '\''. */
+    function quoted(text) {
+        return "'" + text.split("'").join("'\\''") + "'";
+    }
+
+    class SamplePanel extends Panel {
+        constructor(node) {
+            super(node);
+            this.engine = new Engine();
+            this.loading = null; // the checkpoint's loading, once asked
+            this.prompt = el("textarea", { class: "play-prompt", rows: 2, cols: 40, spellcheck: "false" });
+            this.prompt.value = PARAMS.has("probs") ? PARAMS.get("probs") :
+                param("prompt") !== null ? param("prompt") : flag("prompt").default;
+            this.temperature = textInput("play-temperature", param("temperature") || flag("temperature").default,
+                { size: 5 });
+            this.topK = textInput("play-top-k", param("top_k") || "", { size: 4,
+                placeholder: t("top_k_placeholder") });
+            // The sampling seed's parameter is sample-seed: seed is the training panel's.
+            this.sampleSeed = textInput("play-sample-seed", PARAMS.get("sample-seed") || flag("seed").default,
+                { size: 8 });
+            this.length = textInput("play-sample-len", param("sample_len") || "300", { size: 5 });
+            this.button = el("button", { type: "button", class: "play-generate" }, t("generate"));
+            this.info = el("p", { class: "play-checkpoint" });
+            this.command = el("code", { class: "play-command" });
+            this.output = el("pre", { class: "play-generated" });
+            this.maps = el("div", { class: "play-heatmaps play-attention" });
+            this.probsCommand = el("code", { class: "play-command" });
+            this.probsMessage = el("p", { class: "play-message", role: "status" });
+            this.probsChart = el("div", { class: "play-chart play-probs-chart" });
+            this.probsMore = el("p", { class: "play-probs-more" });
+            this.probsText = el("pre", { class: "play-probs" });
+            this.probsSeq = 0; // the latest request; an older answer is dropped
+            const probs = el("div", { class: "play-probs-box" },
+                el("div", { class: "play-output-caption" }, ...rich(t("probs_title"))),
+                el("p", { class: "play-command-line" }, this.probsCommand), this.probsMessage, this.probsChart,
+                this.probsMore, el("details", { class: "play-probs-details" },
+                    el("summary", { class: "play-output-caption" }, ...rich(t("probs_printed"))), this.probsText));
+            const controls = el("div", { class: "play-controls" },
+                field(t("temperature"), this.temperature), field(t("top_k"), this.topK),
+                field(t("sample_seed"), this.sampleSeed), field(t("sample_len"), this.length), this.button);
+            node.append(el("div", { class: "play-controls" }, field(t("prompt"), this.prompt, "play-wide")), controls,
+                el("p", { class: "play-command-line" }, this.command), this.message, this.info,
+                outputBox(t("generated"), this.output), probs,
+                el("div", { class: "play-output-caption" }, t("attention_maps")), this.maps);
+            for (const input of [this.prompt, this.temperature, this.topK, this.sampleSeed, this.length]) {
+                input.addEventListener("input", () => this.showCommand());
+            }
+            // The distribution follows the prompt, the temperature and top-k, 150 ms after the last edit.
+            for (const input of [this.prompt, this.temperature, this.topK]) {
+                input.addEventListener("input", () => {
+                    clearTimeout(this.probsTimer);
+                    this.probsTimer = setTimeout(() => this.showProbs(), PROBS_DELAY);
+                });
+            }
+            this.button.addEventListener("click", () => this.generate());
+            this.showCommand();
+            this.node.dataset.probsState = "idle";
+            const sampling = ["prompt", "temperature", "top_k", "sample_len"].map((id) => flag(id).flag.slice(2));
+            if (PARAMS.has("probs")) {
+                this.showProbs();
+            } else if (["generate", "sample-seed", ...sampling].some((name) => PARAMS.has(name))) {
+                this.generate();
+            } else if ("IntersectionObserver" in window) {
+                // The first distribution is drawn when the reader scrolls to the panel (it loads the model).
+                const seen = new IntersectionObserver((entries) => {
+                    if (entries.some((e) => e.isIntersecting)) {
+                        seen.disconnect();
+                        this.showProbs();
+                    }
+                });
+                seen.observe(probs);
+            }
+        }
+
+        /** The checkpoint, loaded into the worker once (again after a crash); its steps are shown. */
+        load() {
+            if (!this.loading) {
+                this.loading = this.engine.call("sampler_new").then((steps) => {
+                    this.info.textContent = t("checkpoint_steps", { steps: Number(steps).toLocaleString("en") });
+                });
+                this.loading.catch(() => (this.loading = null));
+            }
+            return this.loading;
+        }
+
+        /** The commands that print the same, with the command line's own names (the front's). */
+        showCommand() {
+            const { example, generate, checkpoint } = window.attentionPanels.facts;
+            const topK = this.topK.value.trim();
+            const sampling = ["cargo run --release --example", example, "--", generate, flag("checkpoint").flag,
+                checkpoint, flag("prompt").flag, quoted(this.prompt.value), flag("temperature").flag,
+                this.temperature.value.trim(), ...(topK ? [flag("top_k").flag, topK] : [])].join(" ");
+            this.command.textContent = [sampling, flag("seed").flag, this.sampleSeed.value.trim(),
+                flag("sample_len").flag, this.length.value.trim()].join(" ");
+            this.probsCommand.textContent = sampling + " " + flag("probs").flag;
+        }
+
+        async generate() {
+            this.state("running");
+            this.say(t("running"));
+            this.button.disabled = true;
+            const start = performance.now();
+            try {
+                const prompt = this.prompt.value;
+                const [temperature, topK, seed, length] = [this.temperature, this.topK, this.sampleSeed, this.length]
+                    .map((input) => input.value.trim());
+                await this.load();
+                this.output.textContent = "";
+                this.maps.replaceChildren();
+                this.output.textContent = await this.engine.call("generate", prompt, temperature, topK, seed, length);
+                this.drawAttention(await this.engine.call("attention", prompt));
+                this.say(t("done", { ms: Math.round(performance.now() - start) }));
+                this.state("done");
+            } catch (error) {
+                if (error.kind === "crash" || error.kind === "unavailable") {
+                    this.loading = null;
+                }
+                this.failed(error, "no_checkpoint");
+            } finally {
+                this.button.disabled = false;
+            }
+        }
+
+        /**
+         * The distribution of the character after the prompt: `generate --probs`'s lines in full, and
+         * the likeliest of them as bars. Bad input shows the command line's own line, and no bars.
+         */
+        async showProbs() {
+            const seq = ++this.probsSeq;
+            const [prompt, temperature, topK] = [this.prompt.value, this.temperature.value.trim(),
+                this.topK.value.trim()];
+            this.node.dataset.probsState = "running";
+            try {
+                await this.load();
+                const { text, rows } = await this.engine.call("probs", prompt, temperature, topK);
+                if (seq !== this.probsSeq) {
+                    return; // the reader has edited since
+                }
+                this.probsText.textContent = text;
+                this.drawProbs(rows);
+                this.probsMessage.replaceChildren();
+                this.probsMessage.classList.remove("play-error");
+                this.node.dataset.probsState = "done";
+            } catch (error) {
+                if (error.kind === "crash" || error.kind === "unavailable") {
+                    this.loading = null;
+                }
+                if (seq !== this.probsSeq) {
+                    return;
+                }
+                this.probsText.textContent = "";
+                this.probsChart.replaceChildren();
+                this.probsMore.textContent = "";
+                this.probsMessage.replaceChildren(...rich(messageFor(error, "no_checkpoint")));
+                this.probsMessage.classList.add("play-error");
+                this.node.dataset.probsState = error.kind === "input" ? "error" : "unavailable";
+            }
+        }
+
+        /** Bars of the first PROBS_BARS rows of the distribution, and a line counting the others. */
+        drawProbs(rows) {
+            const shown = rows.slice(0, PROBS_BARS);
+            this.probsChart.replaceChildren(probsChart(shown));
+            const rest = rows.length - shown.length;
+            this.probsMore.textContent = rest > 0 ? t(rest === 1 ? "probs_more_one" : "probs_more", { n: rest }) : "";
+        }
+
+        /** One heat map per block and head, the characters of the model's window on both axes. */
+        drawAttention({ labels, maps: attention }) {
+            const maps = [];
+            attention.forEach((heads, b) => heads.forEach((weights, h) =>
+                maps.push(heatMap(t("block_head", { block: b + 1, head: h + 1 }), labels, weights,
+                    { causal: true }))));
+            this.maps.replaceChildren(...maps);
+        }
+    }
+
+    window.attentionPanels.kinds.sample = SamplePanel;
+})();
