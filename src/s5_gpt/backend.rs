@@ -6,6 +6,7 @@
 //! lets one tape, one model and one training loop run on either, and lets the tests compare the two
 //! op by op.
 
+use super::flash::{self, Causal, FlashForm};
 use super::ops;
 use super::optim::{self, AdamWStep};
 use super::tensor::{NodeId, Tensor};
@@ -74,6 +75,16 @@ pub enum Op {
         mean: Vec<f32>,
         rstd: Vec<f32>,
     },
+    /// Causal attention softmax(tril(Q·Kᵀ·scale, mask_value))·V as one node, on Q, K and V (…, T,
+    /// D) in `qkv` ([`super::flash`]). `lse`, the log-sum-exp of each row (…, T), is filled by the
+    /// tiled form's forward pass; the exact form keeps nothing.
+    FlashAttention {
+        qkv: [NodeId; 3],
+        scale: f32,
+        mask_value: f32,
+        form: FlashForm,
+        lse: Vec<f32>,
+    },
     /// `probs` (N, V) is filled by the forward pass.
     CrossEntropy {
         logits: NodeId,
@@ -99,6 +110,10 @@ impl Op {
             | Op::Dropout { x, .. } => vec![x],
             Op::Linear { x, w, b } | Op::LayerNorm { x, w, b, .. } => vec![x, w, b],
             Op::CrossEntropy { logits, .. } => vec![logits],
+            // V first: when Q, K and V are one node (the tutorial's attention), the naive graph adds
+            // its gradient in this order, dV (the last matmul's, first back), then dQ (the scores'
+            // matmul's), then dK (through the transpose), and the tape adds in the inputs' order.
+            Op::FlashAttention { qkv: [q, k, v], .. } => vec![v, q, k],
         }
     }
 
@@ -108,7 +123,8 @@ impl Op {
         match self {
             Op::Gelu { tanh: kept, .. }
             | Op::CrossEntropy { probs: kept, .. }
-            | Op::Dropout { mask: kept, .. } => [kept, vec![]],
+            | Op::Dropout { mask: kept, .. }
+            | Op::FlashAttention { lse: kept, .. } => [kept, vec![]],
             Op::LayerNorm { mean, rstd, .. } => [mean, rstd],
             _ => [vec![], vec![]],
         }
@@ -132,6 +148,7 @@ impl Op {
             Op::Dropout { .. } => "dropout",
             Op::LayerNorm { .. } => "layer_norm",
             Op::CrossEntropy { .. } => "cross_entropy",
+            Op::FlashAttention { .. } => "flash_attention",
         }
     }
 }
@@ -240,6 +257,25 @@ impl Backend for Lesson {
                 *probs = vec![0.0; v(logits).data.len()];
                 o[0] = ops::cross_entropy_forward(probs, &v(logits).data, targets);
             }
+            Op::FlashAttention {
+                qkv,
+                scale,
+                mask_value,
+                form,
+                lse,
+            } => {
+                let (qkv, c) = (
+                    qkv.map(|x| &v(&x).data[..]),
+                    Causal::of(&out.shape, *scale, *mask_value),
+                );
+                match form {
+                    FlashForm::Tiled(tiles) => {
+                        *lse = vec![0.0; o.len() / c.d];
+                        flash::tiled_forward(o, lse, qkv, c, *tiles);
+                    }
+                    FlashForm::Exact => flash::exact_forward(o, qkv, c),
+                }
+            }
         }
     }
 
@@ -289,6 +325,28 @@ impl Backend for Lesson {
             }
             (Op::CrossEntropy { targets, probs, .. }, [d_logits]) => {
                 ops::cross_entropy_backward(d_logits, d_out[0], probs, targets);
+            }
+            (
+                Op::FlashAttention {
+                    qkv,
+                    scale,
+                    mask_value,
+                    form,
+                    lse,
+                },
+                [d_v, d_q, d_k],
+            ) => {
+                let (qkv, c) = (
+                    qkv.map(|x| &v(&x).data[..]),
+                    Causal::of(&out.shape, *scale, *mask_value),
+                );
+                let d = [&mut d_v[..], &mut d_q[..], &mut d_k[..]];
+                match form {
+                    FlashForm::Tiled(tiles) => {
+                        flash::tiled_backward(d, d_out, &out.data, lse, qkv, c, *tiles)
+                    }
+                    FlashForm::Exact => flash::exact_backward(d, d_out, qkv, c),
+                }
             }
             (op, d) => panic!(
                 "{} has {} inputs, not {}",

@@ -14,6 +14,7 @@
 //! the forward/backward pair in [`super::ops`], run by the tape's [`Backend`].
 
 use super::backend::{Backend, Lesson, Op, mkn};
+use super::flash::FlashForm;
 use super::optim::AdamW;
 use super::tensor::{NodeId, Tensor};
 use crate::rng::numpy::NumpyRandom;
@@ -347,6 +348,33 @@ impl Tape {
         let mut mask = self.backend.buffer(self.value(x).data.len());
         self.backend.dropout_mask(&mut mask, rng, p);
         self.apply(self.value(x).shape.clone(), Op::Dropout { x, mask })
+    }
+
+    /// Causal attention as one node: softmax(tril(q·kᵀ·`scale`, `mask_value`))·v for q, k, v of one
+    /// shape (…, T, D), (B, H, T, D) heads or the tutorial's (B, T, C) as one head, computed in
+    /// `form` ([`super::flash`]). The naive graph's six nodes, without their T × T matrices.
+    pub fn flash_attention(
+        &mut self,
+        q: NodeId,
+        k: NodeId,
+        v: NodeId,
+        scale: f32,
+        mask_value: f32,
+        form: FlashForm,
+    ) -> NodeId {
+        let shape = self.value(q).shape.clone();
+        assert!(
+            shape.len() >= 2 && [k, v].iter().all(|&x| self.value(x).shape == shape),
+            "attention needs q, k and v of one shape (…, T, D), got {shape:?}"
+        );
+        let op = Op::FlashAttention {
+            qkv: [q, k, v],
+            scale,
+            mask_value,
+            form,
+            lse: vec![],
+        };
+        self.apply(shape, op) // (…, T, D)
     }
 
     /// LayerNorm over the last axis, with scale `w` (C) and shift `b` (C).

@@ -1,0 +1,239 @@
+//! Stage 6 on stage 5's tape: the FlashAttention op (`Tape::flash_attention`) in both forms,
+//! gradchecked against float64 finite differences, the tiled form against the naive graph's
+//! gradients, the exact form bit for bit against the naive graph, and training runs with
+//! `--attention exact` against the naive runs.
+
+use attention_from_scratch::rng::numpy::NumpyRandom;
+use attention_from_scratch::s5_gpt::flash::FlashForm;
+use attention_from_scratch::s5_gpt::model::attention_scale;
+use attention_from_scratch::s5_gpt::ops::MASK_VALUE;
+use attention_from_scratch::s5_gpt::{NodeId, Tape, Tensor};
+use attention_from_scratch::s6_flash::Tiles;
+
+/// Values from NumPy's generator, times `scale`.
+fn random_tensor(shape: &[usize], seed: u32, scale: f64) -> Tensor {
+    let mut rng = NumpyRandom::seed(seed);
+    let n = shape.iter().product();
+    let data = (0..n).map(|_| (rng.standard_normal() * scale) as f32);
+    Tensor::new(shape, data.collect())
+}
+
+/// One attention to compute: the shape (…, T, D) of Q, K and V, whether they are one node (the
+/// tutorial's q = k = v = x) or three, and the mask's value.
+#[derive(Clone, Copy, Debug)]
+struct Case {
+    shape: [usize; 4],
+    same_node: bool,
+    mask_value: f32,
+}
+
+impl Case {
+    /// (B, T, C) with q = k = v = x, as the tutorial's model attends.
+    fn tutorial(b: usize, t: usize, c: usize, mask_value: f32) -> Self {
+        Case {
+            shape: [1, b, t, c],
+            same_node: true,
+            mask_value,
+        }
+    }
+
+    /// (B, H, T, D) with projections: three nodes.
+    fn heads(b: usize, h: usize, t: usize, d: usize, mask_value: f32) -> Self {
+        Case {
+            shape: [b, h, t, d],
+            same_node: false,
+            mask_value,
+        }
+    }
+
+    /// The shape as the model has it: (B, T, C) for the tutorial's, (B, H, T, D) otherwise.
+    fn dims(&self) -> Vec<usize> {
+        match self.same_node {
+            true => self.shape[1..].to_vec(),
+            false => self.shape.to_vec(),
+        }
+    }
+
+    fn t_d(&self) -> (usize, usize) {
+        (self.shape[2], self.shape[3])
+    }
+
+    fn scale(&self) -> f32 {
+        attention_scale(self.t_d().1)
+    }
+
+    /// Q, K and V (one tensor when they are one node), drawn from `seed`.
+    fn inputs(&self, seed: u32) -> Vec<Tensor> {
+        let n = if self.same_node { 1 } else { 3 };
+        (0..n as u32)
+            .map(|i| random_tensor(&self.dims(), seed + i, 1.0))
+            .collect()
+    }
+}
+
+/// The naive graph, as `beyond::Attention::forward` records it without dropout.
+fn naive(tape: &mut Tape, [q, k, v]: [NodeId; 3], scale: f32, mask_value: f32) -> NodeId {
+    let kt = tape.transpose(k); // (…, D, T)
+    let scores = tape.matmul(q, kt); // (…, T, T)
+    let scores = tape.scale(scores, scale);
+    let masked = tape.tril(scores, mask_value);
+    let weights = tape.softmax(masked);
+    tape.matmul(weights, v) // (…, T, D)
+}
+
+/// The output of `form` (the naive graph for `None`) on `inputs`, and the gradient of each input
+/// from `d_out`.
+fn run(
+    case: Case,
+    inputs: &[Tensor],
+    form: Option<FlashForm>,
+    d_out: &[f32],
+) -> (Vec<f32>, Vec<Vec<f32>>) {
+    let mut tape = Tape::new();
+    let ids: Vec<NodeId> = inputs.iter().map(|x| tape.param(x.clone())).collect();
+    let qkv = if case.same_node {
+        [ids[0]; 3]
+    } else {
+        [ids[0], ids[1], ids[2]]
+    };
+    let (scale, mask) = (case.scale(), case.mask_value);
+    let out = match form {
+        None => naive(&mut tape, qkv, scale, mask),
+        Some(form) => {
+            let [q, k, v] = qkv;
+            tape.flash_attention(q, k, v, scale, mask, form)
+        }
+    };
+    let value = tape.value(out).data.clone();
+    tape.backward_from(out, d_out.to_vec());
+    let grads = ids.iter().map(|&x| tape.grad(x).unwrap().to_vec());
+    (value, grads.collect())
+}
+
+fn bits(values: &[f32]) -> Vec<u32> {
+    values.iter().map(|x| x.to_bits()).collect()
+}
+
+/// The cases of the bit-for-bit and closeness tests: T = 1, odd T, T past `pairwise_sum`'s block of
+/// 128, one head and four, q = k = v and three nodes, masks of −1e9 and 0.
+fn cases() -> Vec<Case> {
+    let mut cases = vec![];
+    for mask in [MASK_VALUE, 0.0] {
+        cases.extend([
+            Case::tutorial(2, 1, 8, mask),
+            Case::tutorial(2, 7, 8, mask),
+            Case::tutorial(1, 32, 64, mask),
+            Case::tutorial(1, 131, 6, mask),
+            Case::heads(2, 1, 5, 4, mask),
+            Case::heads(1, 1, 1, 4, mask),
+            Case::heads(2, 4, 9, 4, mask),
+            Case::heads(1, 4, 33, 16, mask),
+        ]);
+    }
+    cases
+}
+
+#[test]
+fn the_exact_form_gives_the_naive_graphs_bits() {
+    for (n, case) in cases().into_iter().enumerate() {
+        let inputs = case.inputs(10 + 3 * n as u32);
+        let len = case.dims().iter().product();
+        let d_out = random_tensor(&[len], 99, 1.0).data;
+        let (want, want_grads) = run(case, &inputs, None, &d_out);
+        let (got, got_grads) = run(case, &inputs, Some(FlashForm::Exact), &d_out);
+        assert_eq!(bits(&got), bits(&want), "{case:?}: the output");
+        for (i, (got, want)) in got_grads.iter().zip(&want_grads).enumerate() {
+            assert_eq!(bits(got), bits(want), "{case:?}: the gradient of input {i}");
+        }
+    }
+}
+
+/// Σ O·R of causal attention in float64, for Q, K, V of `case` (one tensor when they are one node):
+/// the reference the finite differences are taken of.
+fn loss_f64(case: Case, inputs: &[Vec<f64>], r: &[f32]) -> f64 {
+    let (t, d) = case.t_d();
+    let [q, k, v] = match case.same_node {
+        true => [&inputs[0]; 3],
+        false => [&inputs[0], &inputs[1], &inputs[2]],
+    };
+    let (scale, mask) = (f64::from(case.scale()), f64::from(case.mask_value));
+    let mut loss = 0.0;
+    for m in 0..q.len() / (t * d) {
+        let at = |x: &[f64], i: usize| x[(m * t + i) * d..][..d].to_vec();
+        for i in 0..t {
+            let scores: Vec<f64> = (0..t)
+                .map(|j| match j > i {
+                    true => mask,
+                    false => {
+                        at(q, i)
+                            .iter()
+                            .zip(at(k, j))
+                            .map(|(a, b)| a * b)
+                            .sum::<f64>()
+                            * scale
+                    }
+                })
+                .collect();
+            let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let e: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
+            let sum: f64 = e.iter().sum();
+            for p in 0..d {
+                let o: f64 = (0..t).map(|j| e[j] / sum * at(v, j)[p]).sum();
+                loss += o * f64::from(r[(m * t + i) * d + p]);
+            }
+        }
+    }
+    loss
+}
+
+/// The largest |backward − finite difference| / (1 + |finite difference|) of `form` over every
+/// input element: central differences of [`loss_f64`] with h = 1e-4, whose truncation and rounding
+/// errors (about 1e-8 and 1e-12/h) are far below the float32 backward pass's own rounding.
+fn gradcheck(case: Case, form: FlashForm) -> f64 {
+    let inputs = case.inputs(5);
+    let len = case.dims().iter().product();
+    let r = random_tensor(&[len], 7, 1.0).data;
+    let (_, grads) = run(case, &inputs, Some(form), &r);
+    let wide: Vec<Vec<f64>> = inputs
+        .iter()
+        .map(|x| x.data.iter().map(|&v| f64::from(v)).collect())
+        .collect();
+    let h = 1e-4;
+    let mut worst = 0.0f64;
+    for (i, grad) in grads.iter().enumerate() {
+        for (j, &g) in grad.iter().enumerate() {
+            let mut moved = wide.clone();
+            moved[i][j] += h;
+            let plus = loss_f64(case, &moved, &r);
+            moved[i][j] -= 2.0 * h;
+            let minus = loss_f64(case, &moved, &r);
+            let numeric = (plus - minus) / (2.0 * h);
+            worst = worst.max((f64::from(g) - numeric).abs() / (1.0 + numeric.abs()));
+        }
+    }
+    worst
+}
+
+/// The forms the gradchecks run: the tiled one in tiles that do not divide T.
+const FORMS: [FlashForm; 2] = [FlashForm::Tiled(Tiles { br: 3, bc: 2 }), FlashForm::Exact];
+
+#[test]
+fn both_forms_pass_a_gradcheck_against_float64_finite_differences() {
+    // The float32 backward pass rounds each of its sums of about T·D terms, so it sits within a few
+    // 1e-7 of the float64 gradient (at most 1.8e-7 here, relative to 1 + |g|); 1e-6 leaves a margin
+    // and still fails a wrong sign, a missing term or a transposed index, which are off by the
+    // gradient's own size, about 0.1 to 1.
+    let cases = [
+        Case::tutorial(2, 7, 4, MASK_VALUE),
+        Case::tutorial(1, 6, 3, 0.0),
+        Case::heads(1, 2, 7, 3, MASK_VALUE),
+        Case::heads(2, 1, 5, 2, 0.0),
+    ];
+    for case in cases {
+        for form in FORMS {
+            let worst = gradcheck(case, form);
+            eprintln!("{case:?} {form:?}: worst error {worst:.2e}");
+            assert!(worst <= 1e-6, "{case:?} {form:?}: {worst:e}");
+        }
+    }
+}
