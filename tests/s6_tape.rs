@@ -3,10 +3,17 @@
 //! gradients, the exact form bit for bit against the naive graph, and training runs with
 //! `--attention exact` against the naive runs.
 
+use std::ops::ControlFlow;
+
 use attention_from_scratch::rng::numpy::NumpyRandom;
+use attention_from_scratch::s5_gpt::app::Config;
+use attention_from_scratch::s5_gpt::app::config::check_architecture;
+use attention_from_scratch::s5_gpt::beyond::Architecture;
+use attention_from_scratch::s5_gpt::flash::AttentionForm;
 use attention_from_scratch::s5_gpt::flash::{FlashForm, TAPE_TILES};
 use attention_from_scratch::s5_gpt::model::attention_scale;
 use attention_from_scratch::s5_gpt::ops::MASK_VALUE;
+use attention_from_scratch::s5_gpt::train::Recipe;
 use attention_from_scratch::s5_gpt::{NodeId, Tape, Tensor};
 use attention_from_scratch::s6_flash::Tiles;
 
@@ -274,4 +281,79 @@ fn the_tiled_forms_gradients_are_close_to_the_naive_graphs() {
     eprintln!("worst: output {:.2e}, gradients {:.2e}", worst[0], worst[1]);
     assert!(worst[0] <= 2e-6, "outputs {:e} apart", worst[0]);
     assert!(worst[1] <= 6e-6, "gradients {:e} apart", worst[1]);
+}
+
+/// The losses of the chapter's first `steps` training steps with `architecture`, on the fast layer
+/// (which runs the FlashAttention op through the lesson's functions).
+fn losses(architecture: Architecture, steps: usize) -> Vec<f32> {
+    let cfg = Config {
+        recipe: Recipe {
+            architecture,
+            ..Recipe::default()
+        },
+        max_steps: Some(steps),
+        ..Config::default()
+    };
+    let mut trainer = cfg.trainer().expect("Tiny Shakespeare: run data/fetch.sh");
+    trainer.train(|_| ControlFlow::Continue(())).unwrap();
+    trainer.losses
+}
+
+/// 300 steps of `architecture` naive, exact and tiled: the exact losses must be the naive ones bit
+/// for bit; returns the naive losses and how far the tiled ones drift from them at most.
+fn naive_exact_tiled(architecture: Architecture) -> (Vec<f32>, f32) {
+    let with = |attention| {
+        losses(
+            Architecture {
+                attention,
+                ..architecture
+            },
+            300,
+        )
+    };
+    let naive = with(AttentionForm::Naive);
+    let exact = with(AttentionForm::Exact);
+    for (s, (e, n)) in exact.iter().zip(&naive).enumerate() {
+        assert_eq!(e.to_bits(), n.to_bits(), "step {s}: exact {e}, naive {n}");
+    }
+    let tiled = with(AttentionForm::Tiled);
+    let drift = tiled.iter().zip(&naive).map(|(t, n)| (t - n).abs());
+    let drift = drift.fold(0.0, f32::max);
+    (naive, drift)
+}
+
+#[test]
+fn the_chapters_recipe_with_exact_attention_gives_every_loss_of_the_naive_run() {
+    let (naive, tiled_drift) = naive_exact_tiled(Architecture::default());
+    assert_eq!(naive.len(), 300);
+    // The chapter's locked log (tests/snapshots/s5_gpt__chapter_2_training.snap) prints step 0.
+    assert_eq!(naive[0].to_string(), "4.1720004");
+    // Measured: the tiled run's losses stay within 4.8e-7 of the naive run's over the 300 steps.
+    eprintln!("the tutorial's model, tiled: losses within {tiled_drift:e} of naive");
+    assert!(tiled_drift <= 1e-5, "tiled drifts {tiled_drift} from naive");
+}
+
+#[test]
+fn the_sequels_fullest_model_with_exact_attention_gives_every_loss_of_the_naive_run() {
+    let (naive, tiled_drift) = naive_exact_tiled(Architecture::everything(4, 0.0));
+    assert_eq!(naive.len(), 300);
+    // Measured: within 7.2e-7.
+    eprintln!("the sequel's fullest model, tiled: losses within {tiled_drift:e} of naive");
+    assert!(tiled_drift <= 1e-5, "tiled drifts {tiled_drift} from naive");
+}
+
+#[test]
+fn flash_attention_with_dropout_is_refused_in_one_line() {
+    for attention in [AttentionForm::Tiled, AttentionForm::Exact] {
+        let arch = Architecture {
+            attention,
+            ..Architecture::everything(4, 0.1)
+        };
+        let message = check_architecture(&arch, 64).unwrap_err().to_string();
+        assert!(!message.contains('\n'), "{message}");
+        assert!(
+            message.contains("--attention") && message.contains("--dropout"),
+            "{message}"
+        );
+    }
 }

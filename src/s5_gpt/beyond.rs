@@ -9,6 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::flash::AttentionForm;
 use super::model::{FeedForward, Linear, Model, attention_scale, embed, embedding_table};
 use super::ops::MASK_VALUE;
 use super::tape::Tape;
@@ -37,6 +38,10 @@ pub struct Architecture {
     pub dropout: f64,
     /// What `Tril` writes above the diagonal: the tutorial's −1e9, or 0 for its closing exercise.
     pub mask_value: f32,
+    /// How the attention is computed: the tutorial's graph of six ops, or one FlashAttention node,
+    /// tiled or exact (stage 6). A checkpoint leaves the naive graph out, so that it reads as before.
+    #[serde(skip_serializing_if = "AttentionForm::is_naive")]
+    pub attention: AttentionForm,
 }
 
 impl Default for Architecture {
@@ -48,6 +53,7 @@ impl Default for Architecture {
             layer_norm: false,
             dropout: 0.0,
             mask_value: MASK_VALUE,
+            attention: AttentionForm::Naive,
         }
     }
 }
@@ -113,6 +119,7 @@ pub struct Attention {
     scale: f32,
     pub mask_value: f32,
     pub dropout: f64,
+    pub attention: AttentionForm,
     /// Stage 4's `out_proj`.
     pub out: Linear,
 }
@@ -125,6 +132,28 @@ impl Attention {
             None => [x; 3],
         };
         let [q, k, v] = [q, k, v].map(|y| self.split_heads(tape, y)); // (B, H, T, D)
+        let context = match self.attention.flash() {
+            None => self.naive(tape, [q, k, v], masks), // (B, H, T, D)
+            Some(form) => {
+                assert!(
+                    masks.is_none() || self.dropout == 0.0,
+                    "FlashAttention has no dropout inside its tiles yet"
+                );
+                tape.flash_attention(q, k, v, self.scale, self.mask_value, form) // (B, H, T, D)
+            }
+        };
+        let context = self.merge_heads(tape, context); // (B, T, C)
+        self.out.forward(tape, context) // (B, T, C)
+    }
+
+    /// The tutorial's graph: softmax(tril(q·kᵀ/√D))·v, with the (B, H, T, T) scores and weights on
+    /// the tape, and dropout on the weights while training.
+    fn naive(
+        &self,
+        tape: &mut Tape,
+        [q, k, v]: [NodeId; 3],
+        masks: Option<&mut NumpyRandom>,
+    ) -> NodeId {
         let kt = tape.transpose(k); // (B, H, D, T)
         let scores = tape.matmul(q, kt); // (B, H, T, T)
         let scores = tape.scale(scores, self.scale); // (B, H, T, T)
@@ -133,9 +162,7 @@ impl Attention {
         if let Some(rng) = masks.filter(|_| self.dropout > 0.0) {
             weights = tape.dropout(weights, self.dropout, rng); // (B, H, T, T)
         }
-        let context = tape.matmul(weights, v); // (B, H, T, D)
-        let context = self.merge_heads(tape, context); // (B, T, C)
-        self.out.forward(tape, context) // (B, T, C)
+        tape.matmul(weights, v) // (B, H, T, D)
     }
 }
 // ANCHOR_END: attention
@@ -231,6 +258,7 @@ impl Block {
                 scale: attention_scale(d),
                 mask_value: arch.mask_value,
                 dropout: arch.dropout,
+                attention: arch.attention,
                 out: Linear::new(tape, rng, c, c),
             },
             ff: FeedForward::new(tape, rng, c),
