@@ -80,8 +80,7 @@ pub enum Op {
     /// tiled form's forward pass; the exact form keeps nothing.
     FlashAttention {
         qkv: [NodeId; 3],
-        scale: f32,
-        mask_value: f32,
+        causal: Causal,
         form: FlashForm,
         lse: Vec<f32>,
     },
@@ -259,15 +258,11 @@ impl Backend for Lesson {
             }
             Op::FlashAttention {
                 qkv,
-                scale,
-                mask_value,
+                causal: c,
                 form,
                 lse,
             } => {
-                let (qkv, c) = (
-                    qkv.map(|x| &v(&x).data[..]),
-                    Causal::of(&out.shape, *scale, *mask_value),
-                );
+                let (qkv, c) = (flash_inputs(values, qkv), *c);
                 match form {
                     FlashForm::Tiled(tiles) => {
                         *lse = vec![0.0; o.len() / c.d];
@@ -329,17 +324,13 @@ impl Backend for Lesson {
             (
                 Op::FlashAttention {
                     qkv,
-                    scale,
-                    mask_value,
+                    causal: c,
                     form,
                     lse,
                 },
                 [d_v, d_q, d_k],
             ) => {
-                let (qkv, c) = (
-                    qkv.map(|x| &v(&x).data[..]),
-                    Causal::of(&out.shape, *scale, *mask_value),
-                );
+                let (qkv, c) = (flash_inputs(values, qkv), *c);
                 let d = [&mut d_v[..], &mut d_q[..], &mut d_k[..]];
                 match form {
                     FlashForm::Tiled(tiles) => {
@@ -356,6 +347,11 @@ impl Backend for Lesson {
             ),
         }
     }
+}
+
+/// The values of Q, K and V.
+fn flash_inputs<'a>(values: &'a [Tensor], qkv: &[NodeId; 3]) -> [&'a [f32]; 3] {
+    qkv.map(|x| &values[x.0].data[..])
 }
 
 /// (R, C) of a stack of matrices.

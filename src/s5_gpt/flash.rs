@@ -223,7 +223,7 @@ impl<'a> Running<'a> {
 
 /// The tiled forward pass: O (…, T, D) and the log-sum-exp of each row (…, T), nothing else. Each
 /// query block reads the key and value tiles up to its last query once; the tiles above the
-/// diagonal are skipped when the mask gives them no weight ([`masked_keys`]).
+/// diagonal are skipped when the mask gives them no weight (see `masked_keys`).
 pub fn tiled_forward(out: &mut [f32], lse: &mut [f32], qkv: Qkv, c: Causal, tiles: Tiles) {
     let outputs = out
         .chunks_exact_mut(c.t * c.d)

@@ -14,7 +14,7 @@
 //! the forward/backward pair in [`super::ops`], run by the tape's [`Backend`].
 
 use super::backend::{Backend, Lesson, Op, mkn};
-use super::flash::FlashForm;
+use super::flash::{Causal, FlashForm};
 use super::optim::AdamW;
 use super::tensor::{NodeId, Tensor};
 use crate::rng::numpy::NumpyRandom;
@@ -369,8 +369,7 @@ impl Tape {
         );
         let op = Op::FlashAttention {
             qkv: [q, k, v],
-            scale,
-            mask_value,
+            causal: Causal::of(&shape, scale, mask_value),
             form,
             lse: vec![],
         };
