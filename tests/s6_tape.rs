@@ -7,12 +7,11 @@ use std::ops::ControlFlow;
 
 use attention_from_scratch::rng::numpy::NumpyRandom;
 use attention_from_scratch::s5_gpt::app::Config;
-use attention_from_scratch::s5_gpt::app::config::check_architecture;
 use attention_from_scratch::s5_gpt::beyond::Architecture;
 use attention_from_scratch::s5_gpt::flash::AttentionForm;
 use attention_from_scratch::s5_gpt::flash::{FlashForm, TAPE_TILES};
 use attention_from_scratch::s5_gpt::model::attention_scale;
-use attention_from_scratch::s5_gpt::ops::MASK_VALUE;
+use attention_from_scratch::s5_gpt::ops::{MASK_VALUE, dropout_mask};
 use attention_from_scratch::s5_gpt::train::Recipe;
 use attention_from_scratch::s5_gpt::{NodeId, Tape, Tensor};
 use attention_from_scratch::s6_flash::Tiles;
@@ -26,13 +25,18 @@ fn random_tensor(shape: &[usize], seed: u32, scale: f64) -> Tensor {
 }
 
 /// One attention to compute: the shape (…, T, D) of Q, K and V, whether they are one node (the
-/// tutorial's q = k = v = x) or three, and the mask's value.
+/// tutorial's q = k = v = x) or three, the mask's value, and dropout's probability (its mask drawn
+/// from [`DROPOUT_SEED`]).
 #[derive(Clone, Copy, Debug)]
 struct Case {
     shape: [usize; 4],
     same_node: bool,
     mask_value: f32,
+    dropout: f64,
 }
+
+/// The seed of every case's dropout mask.
+const DROPOUT_SEED: u32 = 77;
 
 impl Case {
     /// (B, T, C) with q = k = v = x, as the tutorial's model attends.
@@ -41,6 +45,7 @@ impl Case {
             shape: [1, b, t, c],
             same_node: true,
             mask_value,
+            dropout: 0.0,
         }
     }
 
@@ -50,6 +55,7 @@ impl Case {
             shape: [b, h, t, d],
             same_node: false,
             mask_value,
+            dropout: 0.0,
         }
     }
 
@@ -59,6 +65,25 @@ impl Case {
             true => self.shape[1..].to_vec(),
             false => self.shape.to_vec(),
         }
+    }
+
+    /// The same with dropout `p`.
+    fn dropout(self, p: f64) -> Self {
+        Case { dropout: p, ..self }
+    }
+
+    /// The dropout mask of the (…, T, T) weights, as `Tape::dropout` draws it: ones without dropout.
+    fn mask(&self) -> Vec<f32> {
+        let (t, d) = self.t_d();
+        let mut mask = vec![1.0; self.dims().iter().product::<usize>() / d * t];
+        if self.dropout > 0.0 {
+            dropout_mask(
+                &mut mask,
+                &mut NumpyRandom::seed(DROPOUT_SEED),
+                self.dropout,
+            );
+        }
+        mask
     }
 
     fn t_d(&self) -> (usize, usize) {
@@ -78,24 +103,27 @@ impl Case {
     }
 }
 
-/// The naive graph, as `beyond::Attention::forward` records it without dropout.
-fn naive(tape: &mut Tape, [q, k, v]: [NodeId; 3], scale: f32, mask_value: f32) -> NodeId {
+/// The naive graph, as `beyond::Attention::forward` records it, with dropout while training.
+fn naive(tape: &mut Tape, [q, k, v]: [NodeId; 3], case: Case, rng: &mut NumpyRandom) -> NodeId {
     let kt = tape.transpose(k); // (…, D, T)
     let scores = tape.matmul(q, kt); // (…, T, T)
-    let scores = tape.scale(scores, scale);
-    let masked = tape.tril(scores, mask_value);
-    let weights = tape.softmax(masked);
+    let scores = tape.scale(scores, case.scale());
+    let masked = tape.tril(scores, case.mask_value);
+    let mut weights = tape.softmax(masked);
+    if case.dropout > 0.0 {
+        weights = tape.dropout(weights, case.dropout, rng);
+    }
     tape.matmul(weights, v) // (…, T, D)
 }
 
-/// The output of `form` (the naive graph for `None`) on `inputs`, and the gradient of each input
-/// from `d_out`.
+/// The output of `form` (the naive graph for `None`) on `inputs`, the gradient of each input from
+/// `d_out`, and the dropout generator's next draw after the attention.
 fn run(
     case: Case,
     inputs: &[Tensor],
     form: Option<FlashForm>,
     d_out: &[f32],
-) -> (Vec<f32>, Vec<Vec<f32>>) {
+) -> (Vec<f32>, Vec<Vec<f32>>, f64) {
     let mut tape = Tape::new();
     let ids: Vec<NodeId> = inputs.iter().map(|x| tape.param(x.clone())).collect();
     let qkv = if case.same_node {
@@ -104,8 +132,12 @@ fn run(
         [ids[0], ids[1], ids[2]]
     };
     let (scale, mask) = (case.scale(), case.mask_value);
+    let mut rng = NumpyRandom::seed(DROPOUT_SEED);
     let out = match form {
-        None => naive(&mut tape, qkv, scale, mask),
+        None => naive(&mut tape, qkv, case, &mut rng),
+        Some(form) if case.dropout > 0.0 => {
+            tape.flash_attention_dropout(qkv, (scale, mask), form, (case.dropout, &mut rng))
+        }
         Some(form) => {
             let [q, k, v] = qkv;
             tape.flash_attention(q, k, v, scale, mask, form)
@@ -114,7 +146,7 @@ fn run(
     let value = tape.value(out).data.clone();
     tape.backward_from(out, d_out.to_vec());
     let grads = ids.iter().map(|&x| tape.grad(x).unwrap().to_vec());
-    (value, grads.collect())
+    (value, grads.collect(), rng.random_sample())
 }
 
 fn bits(values: &[f32]) -> Vec<u32> {
@@ -122,11 +154,12 @@ fn bits(values: &[f32]) -> Vec<u32> {
 }
 
 /// The cases of the bit-for-bit and closeness tests: T = 1, odd T, T past `pairwise_sum`'s block of
-/// 128, one head and four, q = k = v and three nodes, masks of −1e9 and 0.
+/// 128, one head and four, q = k = v and three nodes, masks of −1e9 and 0, without dropout and with
+/// a dropout of 0.25.
 fn cases() -> Vec<Case> {
     let mut cases = vec![];
     for mask in [MASK_VALUE, 0.0] {
-        cases.extend([
+        let these = [
             Case::tutorial(2, 1, 8, mask),
             Case::tutorial(2, 7, 8, mask),
             Case::tutorial(1, 32, 64, mask),
@@ -135,7 +168,9 @@ fn cases() -> Vec<Case> {
             Case::heads(1, 1, 1, 4, mask),
             Case::heads(2, 4, 9, 4, mask),
             Case::heads(1, 4, 33, 16, mask),
-        ]);
+        ];
+        cases.extend(these);
+        cases.extend(these.map(|case| case.dropout(0.25)));
     }
     cases
 }
@@ -146,8 +181,12 @@ fn the_exact_form_gives_the_naive_graphs_bits() {
         let inputs = case.inputs(10 + 3 * n as u32);
         let len = case.dims().iter().product();
         let d_out = random_tensor(&[len], 99, 1.0).data;
-        let (want, want_grads) = run(case, &inputs, None, &d_out);
-        let (got, got_grads) = run(case, &inputs, Some(FlashForm::Exact), &d_out);
+        let (want, want_grads, want_next) = run(case, &inputs, None, &d_out);
+        let (got, got_grads, got_next) = run(case, &inputs, Some(FlashForm::Exact), &d_out);
+        assert_eq!(
+            got_next, want_next,
+            "{case:?}: the generator after the attention"
+        );
         assert_eq!(bits(&got), bits(&want), "{case:?}: the output");
         for (i, (got, want)) in got_grads.iter().zip(&want_grads).enumerate() {
             assert_eq!(bits(got), bits(want), "{case:?}: the gradient of input {i}");
@@ -164,6 +203,7 @@ fn loss_f64(case: Case, inputs: &[Vec<f64>], r: &[f32]) -> f64 {
         false => [&inputs[0], &inputs[1], &inputs[2]],
     };
     let (scale, mask) = (f64::from(case.scale()), f64::from(case.mask_value));
+    let dropout = case.mask();
     let mut loss = 0.0;
     for m in 0..q.len() / (t * d) {
         let at = |x: &[f64], i: usize| x[(m * t + i) * d..][..d].to_vec();
@@ -185,7 +225,8 @@ fn loss_f64(case: Case, inputs: &[Vec<f64>], r: &[f32]) -> f64 {
             let e: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
             let sum: f64 = e.iter().sum();
             for p in 0..d {
-                let o: f64 = (0..t).map(|j| e[j] / sum * at(v, j)[p]).sum();
+                let kept = |j: usize| f64::from(dropout[(m * t + i) * t + j]);
+                let o: f64 = (0..t).map(|j| e[j] / sum * kept(j) * at(v, j)[p]).sum();
                 loss += o * f64::from(r[(m * t + i) * d + p]);
             }
         }
@@ -200,7 +241,7 @@ fn gradcheck(case: Case, form: FlashForm) -> f64 {
     let inputs = case.inputs(5);
     let len = case.dims().iter().product();
     let r = random_tensor(&[len], 7, 1.0).data;
-    let (_, grads) = run(case, &inputs, Some(form), &r);
+    let (_, grads, _) = run(case, &inputs, Some(form), &r);
     let wide: Vec<Vec<f64>> = inputs
         .iter()
         .map(|x| x.data.iter().map(|&v| f64::from(v)).collect())
@@ -227,7 +268,7 @@ const FORMS: [FlashForm; 2] = [FlashForm::Tiled(Tiles { br: 3, bc: 2 }), FlashFo
 #[test]
 fn both_forms_pass_a_gradcheck_against_float64_finite_differences() {
     // The float32 backward pass rounds each of its sums of about T·D terms, so it sits within a few
-    // 1e-7 of the float64 gradient (at most 1.8e-7 here, relative to 1 + |g|); 1e-6 leaves a margin
+    // 1e-7 of the float64 gradient (at most 2.9e-7 here, relative to 1 + |g|); 1e-6 leaves a margin
     // and still fails a wrong sign, a missing term or a transposed index, which are off by the
     // gradient's own size, about 0.1 to 1.
     let cases = [
@@ -235,6 +276,8 @@ fn both_forms_pass_a_gradcheck_against_float64_finite_differences() {
         Case::tutorial(1, 6, 3, 0.0),
         Case::heads(1, 2, 7, 3, MASK_VALUE),
         Case::heads(2, 1, 5, 2, 0.0),
+        Case::tutorial(2, 7, 4, MASK_VALUE).dropout(0.25),
+        Case::heads(1, 2, 7, 3, 0.0).dropout(0.5),
     ];
     for case in cases {
         for form in FORMS {
@@ -257,29 +300,29 @@ fn relative_difference(a: &[f32], b: &[f32]) -> f64 {
 
 #[test]
 fn the_tiled_forms_gradients_are_close_to_the_naive_graphs() {
-    // Measured over these cases and tiles: outputs within 9.4e-7 of the naive graph's largest
-    // output, gradients within 2.8e-6 of its largest gradient (the tutorial's T = 32, C = 64 with a
-    // mask of 0, whose every row weighs all 32 keys). The bounds are about twice those.
+    // Measured over these cases and tiles: outputs within 1.7e-6 of the naive graph's largest
+    // output, gradients within 2.5e-6 of its largest gradient, both at T = 131 with a mask of 0
+    // (every row weighs all 131 keys) in tiles of 3 × 2 (66 rescales per row). The bounds are about
+    // two and a half times those.
     let tile_sizes = [Tiles::new(3, 2), TAPE_TILES, Tiles::new(16, 8)];
     let mut worst = [0.0f64; 2];
     for (n, case) in cases().into_iter().enumerate() {
         let inputs = case.inputs(40 + 3 * n as u32);
         let len = case.dims().iter().product();
         let d_out = random_tensor(&[len], 98, 1.0).data;
-        let (want, want_grads) = run(case, &inputs, None, &d_out);
+        let (want, want_grads, _) = run(case, &inputs, None, &d_out);
         for tiles in tile_sizes {
-            let (got, got_grads) = run(case, &inputs, Some(FlashForm::Tiled(tiles)), &d_out);
+            let (got, got_grads, _) = run(case, &inputs, Some(FlashForm::Tiled(tiles)), &d_out);
             let output = relative_difference(&got, &want);
-            let grads = got_grads.iter().zip(&want_grads);
-            let grad = grads
-                .map(|(g, w)| relative_difference(g, w))
-                .fold(0.0, f64::max);
+            // All the gradients together: with T = 1 the one weight's dQ and dK are 0 in the naive
+            // graph, and a rounding's worth in the tiled form.
+            let grad = relative_difference(&got_grads.concat(), &want_grads.concat());
             eprintln!("{case:?} {tiles:?}: output {output:.2e}, gradients {grad:.2e}");
             worst = [worst[0].max(output), worst[1].max(grad)];
         }
     }
     eprintln!("worst: output {:.2e}, gradients {:.2e}", worst[0], worst[1]);
-    assert!(worst[0] <= 2e-6, "outputs {:e} apart", worst[0]);
+    assert!(worst[0] <= 4e-6, "outputs {:e} apart", worst[0]);
     assert!(worst[1] <= 6e-6, "gradients {:e} apart", worst[1]);
 }
 
@@ -300,8 +343,9 @@ fn losses(architecture: Architecture, steps: usize) -> Vec<f32> {
 }
 
 /// 300 steps of `architecture` naive, exact and tiled: the exact losses must be the naive ones bit
-/// for bit; returns the naive losses and how far the tiled ones drift from them at most.
-fn naive_exact_tiled(architecture: Architecture) -> (Vec<f32>, f32) {
+/// for bit, and the tiled ones within 1e-5 of them (measured: 4.8e-7 for the tutorial's model,
+/// 7.2e-7 for the sequel's fullest, with dropout and without). Returns the naive losses.
+fn naive_exact_tiled(architecture: Architecture) -> Vec<f32> {
     let with = |attention| {
         losses(
             Architecture {
@@ -312,6 +356,7 @@ fn naive_exact_tiled(architecture: Architecture) -> (Vec<f32>, f32) {
         )
     };
     let naive = with(AttentionForm::Naive);
+    assert_eq!(naive.len(), 300);
     let exact = with(AttentionForm::Exact);
     for (s, (e, n)) in exact.iter().zip(&naive).enumerate() {
         assert_eq!(e.to_bits(), n.to_bits(), "step {s}: exact {e}, naive {n}");
@@ -319,41 +364,27 @@ fn naive_exact_tiled(architecture: Architecture) -> (Vec<f32>, f32) {
     let tiled = with(AttentionForm::Tiled);
     let drift = tiled.iter().zip(&naive).map(|(t, n)| (t - n).abs());
     let drift = drift.fold(0.0, f32::max);
-    (naive, drift)
+    eprintln!("{architecture:?}, tiled: losses within {drift:e} of naive");
+    assert!(drift <= 1e-5, "tiled drifts {drift} from naive");
+    naive
 }
 
 #[test]
 fn the_chapters_recipe_with_exact_attention_gives_every_loss_of_the_naive_run() {
-    let (naive, tiled_drift) = naive_exact_tiled(Architecture::default());
-    assert_eq!(naive.len(), 300);
+    let naive = naive_exact_tiled(Architecture::default());
     // The chapter's locked log (tests/snapshots/s5_gpt__chapter_2_training.snap) prints step 0.
     assert_eq!(naive[0].to_string(), "4.1720004");
-    // Measured: the tiled run's losses stay within 4.8e-7 of the naive run's over the 300 steps.
-    eprintln!("the tutorial's model, tiled: losses within {tiled_drift:e} of naive");
-    assert!(tiled_drift <= 1e-5, "tiled drifts {tiled_drift} from naive");
 }
 
 #[test]
 fn the_sequels_fullest_model_with_exact_attention_gives_every_loss_of_the_naive_run() {
-    let (naive, tiled_drift) = naive_exact_tiled(Architecture::everything(4, 0.0));
-    assert_eq!(naive.len(), 300);
-    // Measured: within 7.2e-7.
-    eprintln!("the sequel's fullest model, tiled: losses within {tiled_drift:e} of naive");
-    assert!(tiled_drift <= 1e-5, "tiled drifts {tiled_drift} from naive");
+    naive_exact_tiled(Architecture::everything(4, 0.0));
 }
 
 #[test]
-fn flash_attention_with_dropout_is_refused_in_one_line() {
-    for attention in [AttentionForm::Tiled, AttentionForm::Exact] {
-        let arch = Architecture {
-            attention,
-            ..Architecture::everything(4, 0.1)
-        };
-        let message = check_architecture(&arch, 64).unwrap_err().to_string();
-        assert!(!message.contains('\n'), "{message}");
-        assert!(
-            message.contains("--attention") && message.contains("--dropout"),
-            "{message}"
-        );
-    }
+fn the_sequels_fullest_model_with_dropout_and_exact_attention_gives_every_loss_of_the_naive_run() {
+    // Dropout 0.1 inside the op, its masks drawn as the naive graph's `Dropout` draws them.
+    let naive = naive_exact_tiled(Architecture::everything(4, 0.1));
+    let without = losses(Architecture::everything(4, 0.0), 5);
+    assert_ne!(naive[1..5], without[1..5], "dropout changes the losses");
 }

@@ -6,7 +6,7 @@
 //! lets one tape, one model and one training loop run on either, and lets the tests compare the two
 //! op by op.
 
-use super::flash::{self, Causal, FlashForm};
+use super::flash::FlashNode;
 use super::ops;
 use super::optim::{self, AdamWStep};
 use super::tensor::{NodeId, Tensor};
@@ -75,15 +75,9 @@ pub enum Op {
         mean: Vec<f32>,
         rstd: Vec<f32>,
     },
-    /// Causal attention softmax(tril(Q·Kᵀ·scale, mask_value))·V as one node, on Q, K and V (…, T,
-    /// D) in `qkv` ([`super::flash`]). `lse`, the log-sum-exp of each row (…, T), is filled by the
-    /// tiled form's forward pass; the exact form keeps nothing.
-    FlashAttention {
-        qkv: [NodeId; 3],
-        causal: Causal,
-        form: FlashForm,
-        lse: Vec<f32>,
-    },
+    /// Causal attention softmax(tril(Q·Kᵀ·scale, mask_value))·V as one node, with stage 3's
+    /// dropout on the weights while training ([`super::flash`]).
+    FlashAttention(Box<FlashNode>),
     /// `probs` (N, V) is filled by the forward pass.
     CrossEntropy {
         logits: NodeId,
@@ -109,10 +103,7 @@ impl Op {
             | Op::Dropout { x, .. } => vec![x],
             Op::Linear { x, w, b } | Op::LayerNorm { x, w, b, .. } => vec![x, w, b],
             Op::CrossEntropy { logits, .. } => vec![logits],
-            // V first: when Q, K and V are one node (the tutorial's attention), the naive graph adds
-            // its gradient in this order, dV (the last matmul's, first back), then dQ (the scores'
-            // matmul's), then dK (through the transpose), and the tape adds in the inputs' order.
-            Op::FlashAttention { qkv: [q, k, v], .. } => vec![v, q, k],
+            Op::FlashAttention(ref node) => node.inputs(),
         }
     }
 
@@ -122,8 +113,8 @@ impl Op {
         match self {
             Op::Gelu { tanh: kept, .. }
             | Op::CrossEntropy { probs: kept, .. }
-            | Op::Dropout { mask: kept, .. }
-            | Op::FlashAttention { lse: kept, .. } => [kept, vec![]],
+            | Op::Dropout { mask: kept, .. } => [kept, vec![]],
+            Op::FlashAttention(node) => [node.lse, vec![]],
             Op::LayerNorm { mean, rstd, .. } => [mean, rstd],
             _ => [vec![], vec![]],
         }
@@ -147,7 +138,7 @@ impl Op {
             Op::Dropout { .. } => "dropout",
             Op::LayerNorm { .. } => "layer_norm",
             Op::CrossEntropy { .. } => "cross_entropy",
-            Op::FlashAttention { .. } => "flash_attention",
+            Op::FlashAttention(_) => "flash_attention",
         }
     }
 }
@@ -256,21 +247,7 @@ impl Backend for Lesson {
                 *probs = vec![0.0; v(logits).data.len()];
                 o[0] = ops::cross_entropy_forward(probs, &v(logits).data, targets);
             }
-            Op::FlashAttention {
-                qkv,
-                causal: c,
-                form,
-                lse,
-            } => {
-                let (qkv, c) = (flash_inputs(values, qkv), *c);
-                match form {
-                    FlashForm::Tiled(tiles) => {
-                        *lse = vec![0.0; o.len() / c.d];
-                        flash::tiled_forward(o, lse, qkv, c, *tiles);
-                    }
-                    FlashForm::Exact => flash::exact_forward(o, qkv, c),
-                }
-            }
+            Op::FlashAttention(node) => node.forward(values, o),
         }
     }
 
@@ -321,23 +298,8 @@ impl Backend for Lesson {
             (Op::CrossEntropy { targets, probs, .. }, [d_logits]) => {
                 ops::cross_entropy_backward(d_logits, d_out[0], probs, targets);
             }
-            (
-                Op::FlashAttention {
-                    qkv,
-                    causal: c,
-                    form,
-                    lse,
-                },
-                [d_v, d_q, d_k],
-            ) => {
-                let (qkv, c) = (flash_inputs(values, qkv), *c);
-                let d = [&mut d_v[..], &mut d_q[..], &mut d_k[..]];
-                match form {
-                    FlashForm::Tiled(tiles) => {
-                        flash::tiled_backward(d, d_out, &out.data, lse, qkv, c, *tiles)
-                    }
-                    FlashForm::Exact => flash::exact_backward(d, d_out, qkv, c),
-                }
+            (Op::FlashAttention(node), [d_v, d_q, d_k]) => {
+                node.backward(values, (&out.data, d_out), [d_v, d_q, d_k]);
             }
             (op, d) => panic!(
                 "{} has {} inputs, not {}",
@@ -347,11 +309,6 @@ impl Backend for Lesson {
             ),
         }
     }
-}
-
-/// The values of Q, K and V.
-fn flash_inputs<'a>(values: &'a [Tensor], qkv: &[NodeId; 3]) -> [&'a [f32]; 3] {
-    qkv.map(|x| &values[x.0].data[..])
 }
 
 /// (R, C) of a stack of matrices.

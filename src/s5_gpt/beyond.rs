@@ -9,7 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::flash::AttentionForm;
+use super::flash::{AttentionForm, FlashForm};
 use super::model::{FeedForward, Linear, Model, attention_scale, embed, embedding_table};
 use super::ops::MASK_VALUE;
 use super::tape::Tape;
@@ -134,16 +134,28 @@ impl Attention {
         let [q, k, v] = [q, k, v].map(|y| self.split_heads(tape, y)); // (B, H, T, D)
         let context = match self.attention.flash() {
             None => self.naive(tape, [q, k, v], masks), // (B, H, T, D)
-            Some(form) => {
-                assert!(
-                    masks.is_none() || self.dropout == 0.0,
-                    "FlashAttention has no dropout inside its tiles yet"
-                );
-                tape.flash_attention(q, k, v, self.scale, self.mask_value, form) // (B, H, T, D)
-            }
+            Some(form) => self.flash(tape, [q, k, v], form, masks), // (B, H, T, D)
         };
         let context = self.merge_heads(tape, context); // (B, T, C)
         self.out.forward(tape, context) // (B, T, C)
+    }
+
+    /// Stage 6's one node for the same attention, dropout included (`masks` draws its mask as the
+    /// naive graph's dropout would).
+    fn flash(
+        &self,
+        tape: &mut Tape,
+        [q, k, v]: [NodeId; 3],
+        form: FlashForm,
+        masks: Option<&mut NumpyRandom>,
+    ) -> NodeId {
+        let settings = (self.scale, self.mask_value);
+        match masks.filter(|_| self.dropout > 0.0) {
+            Some(rng) => {
+                tape.flash_attention_dropout([q, k, v], settings, form, (self.dropout, rng))
+            }
+            None => tape.flash_attention(q, k, v, self.scale, self.mask_value, form),
+        }
     }
 
     /// The tutorial's graph: softmax(tril(q·kᵀ/√D))·v, with the (B, H, T, T) scores and weights on

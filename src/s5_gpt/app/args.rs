@@ -116,8 +116,8 @@ pub struct ArchitectureArgs {
     #[arg(long, value_name = "V", default_value_t = MASK_VALUE, allow_negative_numbers = true)]
     pub mask_value: f32,
     /// How the attention is computed: naive (the tutorial's six ops, the T × T weights kept),
-    /// tiled (FlashAttention-2, close to naive) or exact (naive's bits, a row at a time); tiled and
-    /// exact take no --dropout yet
+    /// tiled (FlashAttention-2, close to naive) or exact (naive's bits, a row at a time); dropout's
+    /// mask is the same in all three
     #[arg(long, value_name = "FORM", value_enum, default_value_t = AttentionForm::Naive)]
     pub attention: AttentionForm,
 }

@@ -310,14 +310,6 @@ pub fn check_architecture(arch: &Architecture, c: usize) -> Result<(), ToolError
         );
         return Err(ToolError::Config(why));
     }
-    if arch.dropout > 0.0 && !arch.attention.is_naive() {
-        let why = format!(
-            "--attention {} has no dropout yet; use --attention naive with --dropout {}, or --dropout 0",
-            arch.attention.name(),
-            arch.dropout
-        );
-        return Err(ToolError::Config(why));
-    }
     Ok(())
 }
 
