@@ -39,7 +39,7 @@ pub struct Architecture {
     /// What `Tril` writes above the diagonal: the tutorial's −1e9, or 0 for its closing exercise.
     pub mask_value: f32,
     /// How the attention is computed: the tutorial's graph of six ops, or one FlashAttention node,
-    /// tiled or exact (stage 6). A checkpoint leaves the naive graph out, so that it reads as before.
+    /// tiled or exact (stage 6). A checkpoint leaves out the naive graph, so it reads as before.
     #[serde(skip_serializing_if = "AttentionForm::is_naive")]
     pub attention: AttentionForm,
 }
@@ -132,40 +132,9 @@ impl Attention {
             None => [x; 3],
         };
         let [q, k, v] = [q, k, v].map(|y| self.split_heads(tape, y)); // (B, H, T, D)
-        let context = match self.attention.flash() {
-            None => self.naive(tape, [q, k, v], masks), // (B, H, T, D)
-            Some(form) => self.flash(tape, [q, k, v], form, masks), // (B, H, T, D)
-        };
-        let context = self.merge_heads(tape, context); // (B, T, C)
-        self.out.forward(tape, context) // (B, T, C)
-    }
-
-    /// Stage 6's one node for the same attention, dropout included (`masks` draws its mask as the
-    /// naive graph's dropout would).
-    fn flash(
-        &self,
-        tape: &mut Tape,
-        [q, k, v]: [NodeId; 3],
-        form: FlashForm,
-        masks: Option<&mut NumpyRandom>,
-    ) -> NodeId {
-        let settings = (self.scale, self.mask_value);
-        match masks.filter(|_| self.dropout > 0.0) {
-            Some(rng) => {
-                tape.flash_attention_dropout([q, k, v], settings, form, (self.dropout, rng))
-            }
-            None => tape.flash_attention(q, k, v, self.scale, self.mask_value, form),
+        if let Some(form) = self.attention.flash() {
+            return self.flash(tape, [q, k, v], form, masks); // stage 6: the lines below as one node
         }
-    }
-
-    /// The tutorial's graph: softmax(tril(q·kᵀ/√D))·v, with the (B, H, T, T) scores and weights on
-    /// the tape, and dropout on the weights while training.
-    fn naive(
-        &self,
-        tape: &mut Tape,
-        [q, k, v]: [NodeId; 3],
-        masks: Option<&mut NumpyRandom>,
-    ) -> NodeId {
         let kt = tape.transpose(k); // (B, H, D, T)
         let scores = tape.matmul(q, kt); // (B, H, T, T)
         let scores = tape.scale(scores, self.scale); // (B, H, T, T)
@@ -174,10 +143,35 @@ impl Attention {
         if let Some(rng) = masks.filter(|_| self.dropout > 0.0) {
             weights = tape.dropout(weights, self.dropout, rng); // (B, H, T, T)
         }
-        tape.matmul(weights, v) // (B, H, T, D)
+        let context = tape.matmul(weights, v); // (B, H, T, D)
+        let context = self.merge_heads(tape, context); // (B, T, C)
+        self.out.forward(tape, context) // (B, T, C)
     }
 }
 // ANCHOR_END: attention
+
+impl Attention {
+    /// Stage 6's FlashAttention node in place of the naive graph's transpose, matmul, scale, tril,
+    /// softmax, dropout and matmul, with the same dropout mask; then the heads merged and the
+    /// output layer, as in `forward`.
+    fn flash(
+        &self,
+        tape: &mut Tape,
+        [q, k, v]: [NodeId; 3],
+        form: FlashForm,
+        masks: Option<&mut NumpyRandom>,
+    ) -> NodeId {
+        let settings = (self.scale, self.mask_value);
+        let context = match masks.filter(|_| self.dropout > 0.0) {
+            Some(rng) => {
+                tape.flash_attention_dropout([q, k, v], settings, form, (self.dropout, rng))
+            }
+            None => tape.flash_attention(q, k, v, self.scale, self.mask_value, form),
+        }; // (B, H, T, D)
+        let context = self.merge_heads(tape, context); // (B, T, C)
+        self.out.forward(tape, context) // (B, T, C)
+    }
+}
 
 // ANCHOR: split_heads
 impl Attention {
