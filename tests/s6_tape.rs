@@ -7,6 +7,7 @@ use std::ops::ControlFlow;
 
 use attention_from_scratch::rng::numpy::NumpyRandom;
 use attention_from_scratch::s5_gpt::app::Config;
+use attention_from_scratch::s5_gpt::app::args::{Cli, Command};
 use attention_from_scratch::s5_gpt::beyond::Architecture;
 use attention_from_scratch::s5_gpt::flash::AttentionForm;
 use attention_from_scratch::s5_gpt::flash::{FlashForm, TAPE_TILES};
@@ -387,4 +388,50 @@ fn the_sequels_fullest_model_with_dropout_and_exact_attention_gives_every_loss_o
     let naive = naive_exact_tiled(Architecture::everything(4, 0.1));
     let without = losses(Architecture::everything(4, 0.0), 5);
     assert_ne!(naive[1..5], without[1..5], "dropout changes the losses");
+}
+
+#[test]
+fn attention_is_a_flag_and_a_field_that_older_checkpoints_do_without() {
+    let recipe = |args: &[&str]| {
+        let argv = [&["s5_gpt", "train"][..], args].concat();
+        Cli::try_parse_args(argv).map(|cli| match cli.command {
+            Some(Command::Train(t)) => t.recipe.recipe(),
+            _ => unreachable!("train parses as train"),
+        })
+    };
+    assert_eq!(
+        recipe(&[]).unwrap().architecture.attention,
+        AttentionForm::Naive
+    );
+    for form in AttentionForm::ALL {
+        let got = recipe(&["--attention", form.name()]).unwrap();
+        assert_eq!(got.architecture.attention, form);
+    }
+    let error = recipe(&["--attention", "flash"]).unwrap_err().to_string();
+    assert!(
+        error.starts_with("error: invalid value 'flash' for '--attention <FORM>'"),
+        "{error}"
+    );
+    assert!(
+        error.contains("[possible values: naive, tiled, exact]"),
+        "{error}"
+    );
+
+    // A naive recipe writes no `attention` (a checkpoint's config.json is what it was), and a
+    // config.json without one reads as naive.
+    let naive = serde_json::to_value(Recipe::default()).unwrap();
+    assert!(naive.get("attention").is_none(), "{naive}");
+    let exact = Recipe {
+        architecture: Architecture {
+            attention: AttentionForm::Exact,
+            ..Architecture::default()
+        },
+        ..Recipe::default()
+    };
+    let written = serde_json::to_value(exact).unwrap();
+    assert_eq!(written["attention"], "exact");
+    let read: Recipe = serde_json::from_value(written).unwrap();
+    assert_eq!(read, exact);
+    let old: Recipe = serde_json::from_value(naive).unwrap();
+    assert_eq!(old.architecture.attention, AttentionForm::Naive);
 }
