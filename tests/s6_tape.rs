@@ -8,6 +8,7 @@ use std::ops::ControlFlow;
 use attention_from_scratch::rng::numpy::NumpyRandom;
 use attention_from_scratch::s5_gpt::app::Config;
 use attention_from_scratch::s5_gpt::app::args::{Cli, Command};
+use attention_from_scratch::s5_gpt::backend::Op;
 use attention_from_scratch::s5_gpt::beyond::Architecture;
 use attention_from_scratch::s5_gpt::flash::AttentionForm;
 use attention_from_scratch::s5_gpt::flash::{FlashForm, TAPE_TILES};
@@ -155,11 +156,11 @@ fn bits(values: &[f32]) -> Vec<u32> {
 }
 
 /// The cases of the bit-for-bit and closeness tests: T = 1, odd T, T past `pairwise_sum`'s block of
-/// 128, one head and four, q = k = v and three nodes, masks of −1e9 and 0, without dropout and with
-/// a dropout of 0.25.
+/// 128, one head and four, q = k = v and three nodes, masks of −1e9, 0 and −∞, without dropout and
+/// with a dropout of 0.25.
 fn cases() -> Vec<Case> {
     let mut cases = vec![];
-    for mask in [MASK_VALUE, 0.0] {
+    for mask in [MASK_VALUE, 0.0, f32::NEG_INFINITY] {
         let these = [
             Case::tutorial(2, 1, 8, mask),
             Case::tutorial(2, 7, 8, mask),
@@ -434,4 +435,22 @@ fn attention_is_a_flag_and_a_field_that_older_checkpoints_do_without() {
     assert_eq!(read, exact);
     let old: Recipe = serde_json::from_value(naive).unwrap();
     assert_eq!(old.architecture.attention, AttentionForm::Naive);
+}
+
+#[test]
+fn the_node_keeps_one_number_per_row_tiled_and_none_exact() {
+    // (B, H, T, D) = (2, 4, 64, 8): the naive graph keeps 2·4·64·64 = 32,768 scores and as many
+    // weights on the tape; the tiled node keeps its 2·4·64 = 512 log-sum-exps, the exact one nothing.
+    let case = Case::heads(2, 4, 64, 8, MASK_VALUE);
+    let inputs = case.inputs(3);
+    for (form, kept) in [(FlashForm::Tiled(TAPE_TILES), 512), (FlashForm::Exact, 0)] {
+        let mut tape = Tape::new();
+        let [q, k, v] = [0, 1, 2].map(|i| tape.param(inputs[i].clone()));
+        let out = tape.flash_attention(q, k, v, case.scale(), MASK_VALUE, form);
+        assert_eq!(tape.len(), 4, "one node for the whole attention");
+        let Op::FlashAttention(node) = tape.op(out) else {
+            panic!("the node is FlashAttention")
+        };
+        assert_eq!(node.lse.len(), kept, "{form:?}");
+    }
 }
