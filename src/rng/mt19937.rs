@@ -17,7 +17,7 @@ const LOWER_MASK: u32 = 0x7fff_ffff;
 
 /// MT19937 with the standard tempering. Implements [`rand::RngCore`], so ndarray-rand's
 /// `RandomExt::random_using` can fill arrays from it.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Mt19937 {
     state: [u32; N],
     /// Index of the next word to temper; `N` means "twist before the next draw".

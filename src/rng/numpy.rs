@@ -16,7 +16,7 @@
 use super::Mt19937;
 
 /// NumPy's legacy `RandomState`: the twister plus the polar method's cached second normal.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct NumpyRandom {
     mt: Mt19937,
     /// The polar method makes normals in pairs; NumPy returns one and keeps the other here.

@@ -6,6 +6,7 @@
 //! lets one tape, one model and one training loop run on either, and lets the tests compare the two
 //! op by op.
 
+use super::flash::FlashNode;
 use super::ops;
 use super::optim::{self, AdamWStep};
 use super::tensor::{NodeId, Tensor};
@@ -74,6 +75,9 @@ pub enum Op {
         mean: Vec<f32>,
         rstd: Vec<f32>,
     },
+    /// Causal attention softmax(tril(Q·Kᵀ·scale, mask_value))·V as one node, with stage 3's
+    /// dropout on the weights while training ([`super::flash`]).
+    FlashAttention(Box<FlashNode>),
     /// `probs` (N, V) is filled by the forward pass.
     CrossEntropy {
         logits: NodeId,
@@ -99,6 +103,7 @@ impl Op {
             | Op::Dropout { x, .. } => vec![x],
             Op::Linear { x, w, b } | Op::LayerNorm { x, w, b, .. } => vec![x, w, b],
             Op::CrossEntropy { logits, .. } => vec![logits],
+            Op::FlashAttention(ref node) => node.inputs(),
         }
     }
 
@@ -109,6 +114,7 @@ impl Op {
             Op::Gelu { tanh: kept, .. }
             | Op::CrossEntropy { probs: kept, .. }
             | Op::Dropout { mask: kept, .. } => [kept, vec![]],
+            Op::FlashAttention(node) => [node.lse, vec![]],
             Op::LayerNorm { mean, rstd, .. } => [mean, rstd],
             _ => [vec![], vec![]],
         }
@@ -132,6 +138,7 @@ impl Op {
             Op::Dropout { .. } => "dropout",
             Op::LayerNorm { .. } => "layer_norm",
             Op::CrossEntropy { .. } => "cross_entropy",
+            Op::FlashAttention(_) => "flash_attention",
         }
     }
 }
@@ -240,6 +247,7 @@ impl Backend for Lesson {
                 *probs = vec![0.0; v(logits).data.len()];
                 o[0] = ops::cross_entropy_forward(probs, &v(logits).data, targets);
             }
+            Op::FlashAttention(node) => node.forward(values, o),
         }
     }
 
@@ -289,6 +297,9 @@ impl Backend for Lesson {
             }
             (Op::CrossEntropy { targets, probs, .. }, [d_logits]) => {
                 ops::cross_entropy_backward(d_logits, d_out[0], probs, targets);
+            }
+            (Op::FlashAttention(node), [d_v, d_q, d_k]) => {
+                node.backward(values, (&out.data, d_out), [d_v, d_q, d_k]);
             }
             (op, d) => panic!(
                 "{} has {} inputs, not {}",

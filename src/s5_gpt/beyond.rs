@@ -9,6 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::flash::{AttentionForm, FlashForm};
 use super::model::{FeedForward, Linear, Model, attention_scale, embed, embedding_table};
 use super::ops::MASK_VALUE;
 use super::tape::Tape;
@@ -37,6 +38,10 @@ pub struct Architecture {
     pub dropout: f64,
     /// What `Tril` writes above the diagonal: the tutorial's −1e9, or 0 for its closing exercise.
     pub mask_value: f32,
+    /// How the attention is computed: the tutorial's graph of six ops, or one FlashAttention node,
+    /// tiled or exact (stage 6). A checkpoint leaves out the naive graph, so it reads as before.
+    #[serde(skip_serializing_if = "AttentionForm::is_naive")]
+    pub attention: AttentionForm,
 }
 
 impl Default for Architecture {
@@ -48,6 +53,7 @@ impl Default for Architecture {
             layer_norm: false,
             dropout: 0.0,
             mask_value: MASK_VALUE,
+            attention: AttentionForm::Naive,
         }
     }
 }
@@ -113,6 +119,7 @@ pub struct Attention {
     scale: f32,
     pub mask_value: f32,
     pub dropout: f64,
+    pub attention: AttentionForm,
     /// Stage 4's `out_proj`.
     pub out: Linear,
 }
@@ -125,6 +132,9 @@ impl Attention {
             None => [x; 3],
         };
         let [q, k, v] = [q, k, v].map(|y| self.split_heads(tape, y)); // (B, H, T, D)
+        if let Some(form) = self.attention.flash() {
+            return self.flash(tape, [q, k, v], form, masks); // stage 6: the lines below as one node
+        }
         let kt = tape.transpose(k); // (B, H, D, T)
         let scores = tape.matmul(q, kt); // (B, H, T, T)
         let scores = tape.scale(scores, self.scale); // (B, H, T, T)
@@ -139,6 +149,29 @@ impl Attention {
     }
 }
 // ANCHOR_END: attention
+
+impl Attention {
+    /// Stage 6's FlashAttention node in place of the naive graph's transpose, matmul, scale, tril,
+    /// softmax, dropout and matmul, with the same dropout mask; then the heads merged and the
+    /// output layer, as in `forward`.
+    fn flash(
+        &self,
+        tape: &mut Tape,
+        [q, k, v]: [NodeId; 3],
+        form: FlashForm,
+        masks: Option<&mut NumpyRandom>,
+    ) -> NodeId {
+        let settings = (self.scale, self.mask_value);
+        let context = match masks.filter(|_| self.dropout > 0.0) {
+            Some(rng) => {
+                tape.flash_attention_dropout([q, k, v], settings, form, (self.dropout, rng))
+            }
+            None => tape.flash_attention(q, k, v, self.scale, self.mask_value, form),
+        }; // (B, H, T, D)
+        let context = self.merge_heads(tape, context); // (B, T, C)
+        self.out.forward(tape, context) // (B, T, C)
+    }
+}
 
 // ANCHOR: split_heads
 impl Attention {
@@ -231,6 +264,7 @@ impl Block {
                 scale: attention_scale(d),
                 mask_value: arch.mask_value,
                 dropout: arch.dropout,
+                attention: arch.attention,
                 out: Linear::new(tape, rng, c, c),
             },
             ff: FeedForward::new(tape, rng, c),

@@ -64,6 +64,7 @@ pub mod beyond;
 pub mod data;
 pub mod error;
 pub mod fast;
+pub mod flash;
 pub mod generate;
 pub mod model;
 pub mod ops;

@@ -19,7 +19,7 @@ use crate::rng::numpy::NumpyRandom;
 /// Σ a[p]·b[p] over p in order, starting from 0, each term added by one fused multiply-add:
 /// `sum = fma(a[p], b[p], sum)`, the exact a·b + sum rounded once. IEEE 754 defines that result
 /// exactly, so every machine gives the same bits, in hardware or in software.
-fn dot(a: impl Iterator<Item = f32>, b: impl Iterator<Item = f32>) -> f32 {
+pub(super) fn dot(a: impl Iterator<Item = f32>, b: impl Iterator<Item = f32>) -> f32 {
     a.zip(b).fold(0.0, |sum, (a, b)| a.mul_add(b, sum))
 }
 // ANCHOR_END: dot

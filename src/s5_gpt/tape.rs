@@ -14,6 +14,7 @@
 //! the forward/backward pair in [`super::ops`], run by the tape's [`Backend`].
 
 use super::backend::{Backend, Lesson, Op, mkn};
+use super::flash::{Causal, FlashDropout, FlashForm, FlashNode};
 use super::optim::AdamW;
 use super::tensor::{NodeId, Tensor};
 use crate::rng::numpy::NumpyRandom;
@@ -347,6 +348,65 @@ impl Tape {
         let mut mask = self.backend.buffer(self.value(x).data.len());
         self.backend.dropout_mask(&mut mask, rng, p);
         self.apply(self.value(x).shape.clone(), Op::Dropout { x, mask })
+    }
+
+    /// Causal attention as one node: softmax(tril(q·kᵀ·`scale`, `mask_value`))·v for q, k, v of one
+    /// shape (…, T, D), (B, H, T, D) heads or the tutorial's (B, T, C) as one head, computed in
+    /// `form` ([`super::flash`]). The naive graph's six nodes, without their T × T matrices.
+    pub fn flash_attention(
+        &mut self,
+        q: NodeId,
+        k: NodeId,
+        v: NodeId,
+        scale: f32,
+        mask_value: f32,
+        form: FlashForm,
+    ) -> NodeId {
+        let causal = self.causal([q, k, v], scale, mask_value);
+        self.record_flash([q, k, v], causal, form, None)
+    }
+
+    /// [`flash_attention`](Self::flash_attention) with stage 3's dropout of probability `p` on
+    /// the weights, its mask the one [`dropout`](Self::dropout) would draw from `rng` there: the
+    /// naive graph's seven nodes as one.
+    pub fn flash_attention_dropout(
+        &mut self,
+        qkv: [NodeId; 3],
+        (scale, mask_value): (f32, f32),
+        form: FlashForm,
+        (p, rng): (f64, &mut NumpyRandom),
+    ) -> NodeId {
+        let causal = self.causal(qkv, scale, mask_value);
+        let weights = self.value(qkv[0]).data.len() / causal.d * causal.t; // (…, T, T)
+        let dropout = FlashDropout::take(p, rng, weights);
+        self.record_flash(qkv, causal, form, Some(dropout))
+    }
+
+    /// The attention's settings, for q, k and v of one shape (…, T, D).
+    fn causal(&self, [q, k, v]: [NodeId; 3], scale: f32, mask_value: f32) -> Causal {
+        let shape = &self.value(q).shape;
+        assert!(
+            shape.len() >= 2 && [k, v].iter().all(|&x| self.value(x).shape == *shape),
+            "attention needs q, k and v of one shape (…, T, D), got {shape:?}"
+        );
+        Causal::of(shape, scale, mask_value)
+    }
+
+    fn record_flash(
+        &mut self,
+        qkv: [NodeId; 3],
+        causal: Causal,
+        form: FlashForm,
+        dropout: Option<FlashDropout>,
+    ) -> NodeId {
+        let op = Op::FlashAttention(Box::new(FlashNode {
+            qkv,
+            causal,
+            form,
+            dropout,
+            lse: vec![],
+        }));
+        self.apply(self.value(qkv[0]).shape.clone(), op) // (…, T, D)
     }
 
     /// LayerNorm over the last axis, with scale `w` (C) and shift `b` (C).

@@ -5,14 +5,16 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
+use clap::builder::PossibleValue;
 use clap::parser::ValueSource;
-use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 use super::config::{
     BATCH_SIZE, BENCH, BLOCKS, CONTEXT_SIZE, Config, EMBEDDING_SIZE, EPOCHS, EVAL_BATCHES,
     EVAL_EVERY, HEADS, LOG_EVERY, MAX_STEPS, SAMPLE_LEN, SAVE_EVERY, THREADS, TOP_K,
 };
 use crate::s5_gpt::beyond::Architecture;
+use crate::s5_gpt::flash::AttentionForm;
 use crate::s5_gpt::ops::MASK_VALUE;
 use crate::s5_gpt::train::Recipe;
 
@@ -113,6 +115,22 @@ pub struct ArchitectureArgs {
     /// after it
     #[arg(long, value_name = "V", default_value_t = MASK_VALUE, allow_negative_numbers = true)]
     pub mask_value: f32,
+    /// How the attention is computed: naive (the tutorial's six ops, the T × T weights kept),
+    /// tiled (FlashAttention-2, close to naive) or exact (naive's bits, a row at a time); dropout's
+    /// mask is the same in all three
+    #[arg(long, value_name = "FORM", value_enum, default_value_t = AttentionForm::Naive)]
+    pub attention: AttentionForm,
+}
+
+/// `--attention naive|tiled|exact`: clap lists the names and refuses any other in one line.
+impl ValueEnum for AttentionForm {
+    fn value_variants<'a>() -> &'a [Self] {
+        &AttentionForm::ALL
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(PossibleValue::new(self.name()))
+    }
 }
 
 impl ArchitectureArgs {
@@ -124,12 +142,13 @@ impl ArchitectureArgs {
             layer_norm: self.layer_norm,
             dropout: self.dropout,
             mask_value: self.mask_value,
+            attention: self.attention,
         }
     }
 }
 
 /// Each recipe flag: clap's id, the flag, and its value in `recipe`. A resumed run compares them.
-pub fn recipe_flags(recipe: &Recipe) -> [(&'static str, &'static str, String); 13] {
+pub fn recipe_flags(recipe: &Recipe) -> [(&'static str, &'static str, String); 14] {
     let on_off = |on: bool| if on { "on" } else { "off" }.to_string();
     let arch = &recipe.architecture;
     [
@@ -154,6 +173,11 @@ pub fn recipe_flags(recipe: &Recipe) -> [(&'static str, &'static str, String); 1
         ("layer_norm", "--layer-norm", on_off(arch.layer_norm)),
         ("dropout", "--dropout", arch.dropout.to_string()),
         ("mask_value", "--mask-value", arch.mask_value.to_string()),
+        (
+            "attention",
+            "--attention",
+            arch.attention.name().to_string(),
+        ),
     ]
 }
 

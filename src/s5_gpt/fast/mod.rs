@@ -12,7 +12,8 @@
 //! | [`wasm_fma`] | on WebAssembly, the products' fused multiply-adds from float64 lanes | float64 holds a·b exactly, and the rare sums that could round twice are finished exactly |
 //!
 //! The embeddings and the loss's backward pass, where little time goes, run the lesson's
-//! functions. `tests/s5_layers.rs` checks every op, forward and backward, and
+//! functions, and so, for now, does the FlashAttention op ([`super::flash`]), which has no kernel
+//! here yet. `tests/s5_layers.rs` checks every op, forward and backward, and
 //! whole training runs against the lesson.
 
 pub mod kernels;
