@@ -31,7 +31,7 @@ use crate::s6_flash::Tiles;
 
 // ANCHOR: attention_form
 /// How a model's attention is computed: the naive graph of six ops, or one FlashAttention node in
-/// either form. `--attention` on `s5_gpt`; the naive graph is the tutorial's.
+/// either form. The naive graph is the tutorial's.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum AttentionForm {
@@ -44,14 +44,15 @@ pub enum AttentionForm {
     Exact,
 }
 
-/// The tiles of `--attention tiled`: at the chapter's T = 32, 2 × 2 tiles, one of them skipped.
+/// The tiles of the tiled form on the tape: at the chapter's T = 32, 2 × 2 tiles, one of them
+/// skipped.
 pub const TAPE_TILES: Tiles = Tiles { br: 16, bc: 16 };
 
 impl AttentionForm {
-    /// Every form, in the order `--help` lists them.
+    /// Every form, in the order a list of them shows them.
     pub const ALL: [AttentionForm; 3] = [Self::Naive, Self::Tiled, Self::Exact];
 
-    /// The form's name on the command line and in a checkpoint.
+    /// The form's name, as a run's settings spell it.
     pub fn name(self) -> &'static str {
         match self {
             Self::Naive => "naive",
