@@ -22,6 +22,7 @@
 //! [`run`] prints the online walk step by step, then the tiled and exact forms beside stage 4's
 //! layer, as `cargo run --example s6_flash` shows them.
 
+pub mod bench;
 pub mod bits;
 pub mod exact;
 pub mod exercises;

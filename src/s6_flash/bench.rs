@@ -1,0 +1,435 @@
+//! Tool layer, not shown in the chapter. What attention costs as the context grows:
+//! `cargo run --release --example s6_flash -- --bench`.
+//!
+//! Each form of causal attention runs on stage 5's tape with the fast backend, on the threads it is
+//! given: the naive graph (transpose, matmul, scale, tril, softmax, matmul) and the FlashAttention
+//! node in its tiled and exact forms ([`crate::s5_gpt::flash`]). For each T and form it prints one
+//! line,
+//!
+//! ```text
+//! T=4096 path=tiled threads=1 forward_ms=… backward_ms=… peak_mib=… rss_mib=…
+//! ```
+//!
+//! `peak_mib` is what the form holds beyond Q, K, V, the output and their gradients, counted from
+//! the tape (every other node's value and gradient, the log-sum-exp the tiled node keeps) plus the
+//! rows the op allocates while it runs ([`workspace_bytes`]). `rss_mib` checks it from outside: how
+//! far the process's peak resident memory rose during the measurement, on Linux, less the output
+//! and the gradients. It is the larger by what the allocator and the fast layer's pool of buffers
+//! keep, a few MiB.
+
+use std::fmt;
+use std::time::Instant;
+
+use clap::Args;
+
+use crate::rng::torch::Generator;
+use crate::s5_gpt::Tape;
+use crate::s5_gpt::backend::Op;
+use crate::s5_gpt::fast::{Fast, team};
+use crate::s5_gpt::flash::{AttentionForm, FlashForm};
+use crate::s5_gpt::model::attention_scale;
+use crate::s5_gpt::ops::MASK_VALUE;
+use crate::s5_gpt::tensor::{NodeId, Tensor};
+use crate::s6_flash::Tiles;
+
+/// The contexts `--bench` times unless `--context` picks others.
+pub const CONTEXTS: [usize; 4] = [256, 1024, 4096, 16384];
+
+/// How many bytes a float32 takes.
+const F32: usize = std::mem::size_of::<f32>();
+
+/// The flags of `s6_flash --bench`.
+#[derive(Clone, Debug, Args)]
+pub struct BenchArgs {
+    /// Instead of the chapter's walk, time causal attention at each --context, forward and backward
+    #[arg(long)]
+    pub bench: bool,
+    /// The context lengths T to time, comma-separated
+    #[arg(long, requires = "bench", value_name = "T,…", value_delimiter = ',', default_values_t = CONTEXTS)]
+    pub context: Vec<usize>,
+    /// The forms to time, comma-separated: naive (stage 4's graph), tiled, exact [default: all
+    /// three, naive only where its T × T matrices fit in the memory available]
+    #[arg(
+        long,
+        requires = "bench",
+        value_name = "FORM,…",
+        value_delimiter = ',',
+        value_enum
+    )]
+    pub attention: Vec<AttentionForm>,
+    /// Threads for the fast layer's kernels (0: one per core)
+    #[arg(long, requires = "bench", value_name = "N", default_value_t = 1)]
+    pub threads: usize,
+    /// Heads H of the attention
+    #[arg(long, requires = "bench", value_name = "H", default_value_t = 12)]
+    pub heads: usize,
+    /// The width C of all the heads together; each head has C / H columns
+    #[arg(long, requires = "bench", value_name = "C", default_value_t = 768)]
+    pub width: usize,
+    /// The tiled form's blocks of queries and tiles of keys, Br = Bc = N rows
+    #[arg(long, requires = "bench", value_name = "N", default_value_t = crate::s5_gpt::flash::TAPE_TILES.br)]
+    pub tile: usize,
+    /// Time each measurement N times (after one untimed run) and print the median
+    #[arg(long, requires = "bench", value_name = "N", default_value_t = 3)]
+    pub repeat: usize,
+    /// Time the forward pass only
+    #[arg(long, requires = "bench")]
+    pub forward_only: bool,
+}
+
+/// A setting `--bench` cannot run with, as one line: the problem, then the flag that fixes it.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    #[error(
+        "--context {0} has no tokens; give context lengths of 1 or more, e.g. --context 256,1024"
+    )]
+    EmptyContext(usize),
+    #[error(
+        "--heads {heads} does not divide --width {width}; pick a width that is a multiple of the heads, e.g. --heads 12 --width 768"
+    )]
+    Heads { heads: usize, width: usize },
+    #[error(
+        "--tile {tile} does not fit T = {t}; give a tile of 1 to {t} rows, or a longer --context"
+    )]
+    Tile { tile: usize, t: usize },
+    #[error("--repeat 0 times nothing; give --repeat 1 or more")]
+    Repeat,
+    #[error(
+        "naive attention at T = {t} holds {need:.1} GiB of T × T scores and weights, and this machine has {free:.1} GiB available; time it at a shorter --context, or leave it out with --attention tiled,exact"
+    )]
+    NaiveTooLarge { t: usize, need: f64, free: f64 },
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+/// One line of `--bench`: one form at one T.
+#[derive(Clone, Debug)]
+pub struct Measure {
+    pub t: usize,
+    pub form: AttentionForm,
+    pub threads: usize,
+    pub forward_ms: f64,
+    /// `None` with `--forward-only`.
+    pub backward_ms: Option<f64>,
+    /// What the form holds beyond its inputs and outputs, counted by the code.
+    pub peak_mib: f64,
+    /// How far the process's peak resident memory rose, less the output and the gradients, where
+    /// the system reports it.
+    pub rss_mib: Option<f64>,
+}
+
+impl fmt::Display for Measure {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        let (t, path, threads) = (self.t, self.form.name(), self.threads);
+        write!(f, "T={t} path={path} threads={threads} ")?;
+        write!(f, "forward_ms={:.1}", self.forward_ms)?;
+        if let Some(ms) = self.backward_ms {
+            write!(f, " backward_ms={ms:.1}")?;
+        }
+        write!(f, " peak_mib={:.2}", self.peak_mib)?;
+        if let Some(rss) = self.rss_mib {
+            write!(f, " rss_mib={rss:.1}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Bytes to MiB.
+fn mib(bytes: usize) -> f64 {
+    bytes as f64 / (1024.0 * 1024.0)
+}
+
+impl BenchArgs {
+    /// Every setting checked before anything runs: a bad one stops the bench with one line, and
+    /// naive attention is refused where its T × T matrices would not fit in the memory the machine
+    /// has (it would swap for minutes instead).
+    pub fn check(&self) -> Result<(), BenchError> {
+        let (heads, width) = (self.heads, self.width);
+        if heads == 0 || width == 0 || width % heads != 0 {
+            return Err(BenchError::Heads { heads, width });
+        }
+        if self.repeat == 0 {
+            return Err(BenchError::Repeat);
+        }
+        for &t in &self.context {
+            if t == 0 {
+                return Err(BenchError::EmptyContext(t));
+            }
+            if self.forms().contains(&AttentionForm::Tiled) && !(1..=t).contains(&self.tile) {
+                return Err(BenchError::Tile { tile: self.tile, t });
+            }
+            if self.attention.contains(&AttentionForm::Naive) {
+                self.naive_fits(t)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The forms to time: those `--attention` names, or all three.
+    fn forms(&self) -> &[AttentionForm] {
+        match &self.attention[..] {
+            [] => &AttentionForm::ALL,
+            named => named,
+        }
+    }
+
+    /// Whether the naive graph's T × T matrices at `t` fit in the memory the machine has
+    /// available (they are taken to fit where the system does not say).
+    fn naive_fits(&self, t: usize) -> Result<(), BenchError> {
+        let need = naive_bytes(t, self.heads, !self.forward_only) as f64;
+        match available_bytes().filter(|&free| need > free as f64) {
+            Some(free) => {
+                let gib = |b: f64| b / (1u64 << 30) as f64;
+                let (need, free) = (gib(need), gib(free as f64));
+                Err(BenchError::NaiveTooLarge { t, need, free })
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// The tiled form's tiles.
+    fn tiles(&self) -> Tiles {
+        Tiles::new(self.tile, self.tile)
+    }
+}
+
+/// What the naive graph holds beyond its inputs and output for `heads` heads of T tokens: the
+/// scores, the scaled scores, the masked scores and the weights, T × T each per head, and as much
+/// again in their gradients after the backward pass. (Kᵀ, (T, D), is small beside them and is left
+/// out here; the measurement counts it.)
+pub fn naive_bytes(t: usize, heads: usize, backward: bool) -> usize {
+    let forward = 4 * heads * t * t * F32;
+    if backward { 2 * forward } else { forward }
+}
+
+/// The rows a FlashAttention node allocates while it runs, beyond what stays on the tape, read
+/// off `flash.rs` for one (T, D) matrix at a time: the tiled form's dropout mask of one query block
+/// (Br × T), its row of Bc scores, m and ℓ per row, and in the backward pass D_i (T) and the mask
+/// again; the exact form's seven rows of T (`Rows`).
+pub fn workspace_bytes(form: FlashForm, t: usize, backward: bool) -> usize {
+    let floats = match form {
+        FlashForm::Tiled(tiles) => {
+            let forward = tiles.br * t + tiles.bc + 2 * tiles.br;
+            let back = t + tiles.br * t;
+            if backward { forward.max(back) } else { forward }
+        }
+        FlashForm::Exact => 7 * t,
+    };
+    floats * F32
+}
+
+/// `MemAvailable` of /proc/meminfo in bytes, where the system has it.
+fn available_bytes() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// The process's resident memory, now and at its peak, in bytes, where the system has them
+/// (`VmRSS` and `VmHWM` of /proc/self/status).
+fn resident_bytes() -> Option<(u64, u64)> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let field = |name: &str| -> Option<u64> {
+        let line = status.lines().find(|l| l.starts_with(name))?;
+        Some(line.split_whitespace().nth(1)?.parse::<u64>().ok()? * 1024)
+    };
+    Some((field("VmRSS:")?, field("VmHWM:")?))
+}
+
+/// Resets the peak of resident memory to what is resident now (Linux's `clear_refs`, value 5).
+fn reset_peak() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
+/// Runs the bench: checks the settings, then prints one [`Measure`] per T and form to `out`, and
+/// what it is timing to `progress`.
+pub fn run(
+    args: &BenchArgs,
+    out: &mut impl std::io::Write,
+    progress: &mut impl std::io::Write,
+) -> Result<(), BenchError> {
+    args.check()?;
+    team::with_team(args.threads, || -> Result<(), BenchError> {
+        let threads = team::threads();
+        for &t in &args.context {
+            for &form in args.forms() {
+                if let (AttentionForm::Naive, Err(too_large)) = (form, args.naive_fits(t)) {
+                    writeln!(out, "T={t} path=naive not run: {too_large}")?;
+                    continue;
+                }
+                writeln!(progress, "timing T={t} path={} …", form.name())?;
+                let measure = measure(args, t, form, threads);
+                writeln!(out, "{measure}")?;
+            }
+        }
+        Ok(())
+    })?
+}
+
+/// Times `form` at T = `t`: `repeat` forward passes (and backward passes) after one untimed, each
+/// on a fresh tape with the fast backend, Q, K and V uniform in [−2, 2).
+fn measure(args: &BenchArgs, t: usize, form: AttentionForm, threads: usize) -> Measure {
+    let d = args.width / args.heads;
+    let shape = [1, args.heads, t, d]; // (B, H, T, D)
+    let mut rng = Generator::manual_seed(123);
+    let mut draw = || {
+        rng.uniform((args.heads * t, d), -2.0, 2.0)
+            .into_raw_vec_and_offset()
+            .0
+    };
+    let (qkv, d_out) = ([draw(), draw(), draw()], draw());
+    let mut tape = Tape::with_backend(Box::new(Fast::new()));
+    let ids = qkv.map(|x| tape.param(Tensor::new(&shape, x)));
+    let flash = form.flash().map(|f| match f {
+        FlashForm::Tiled(_) => FlashForm::Tiled(args.tiles()),
+        exact => exact,
+    });
+    let before = resident_bytes().filter(|_| reset_peak());
+    let (mut forward, mut backward, mut peak) = (vec![], vec![], 0);
+    for run in 0..=args.repeat {
+        tape.reset();
+        let start = Instant::now();
+        let output = attention(&mut tape, ids, d, flash);
+        let forward_ms = start.elapsed().as_secs_f64() * 1e3;
+        let start = Instant::now();
+        if !args.forward_only {
+            tape.backward_from(output, d_out.clone());
+        }
+        let backward_ms = start.elapsed().as_secs_f64() * 1e3;
+        let workspace = flash.map_or(0, |f| workspace_bytes(f, t, !args.forward_only));
+        peak = peak.max(held_bytes(&tape, output) + workspace);
+        if run > 0 {
+            forward.push(forward_ms);
+            backward.push(backward_ms);
+        }
+    }
+    // The output, and after a backward pass its gradient and those of Q, K and V.
+    let outputs = if args.forward_only { 1 } else { 5 } * args.heads * t * d * F32;
+    let rss_mib = before.and_then(|(rss, _)| {
+        let (_, peak_now) = resident_bytes()?;
+        Some(mib(
+            (peak_now.saturating_sub(rss) as usize).saturating_sub(outputs)
+        ))
+    });
+    Measure {
+        t,
+        form,
+        threads,
+        forward_ms: median(&mut forward),
+        backward_ms: (!args.forward_only).then(|| median(&mut backward)),
+        peak_mib: mib(peak),
+        rss_mib,
+    }
+}
+
+/// Causal attention of `q`, `k`, `v` (B, H, T, D) on the tape: the naive graph, or the
+/// FlashAttention node in `flash`'s form. The same lines as stage 5's `Attention::forward`.
+fn attention(
+    tape: &mut Tape,
+    [q, k, v]: [NodeId; 3],
+    d: usize,
+    flash: Option<FlashForm>,
+) -> NodeId {
+    let scale = attention_scale(d);
+    if let Some(form) = flash {
+        return tape.flash_attention(q, k, v, scale, MASK_VALUE, form); // (B, H, T, D)
+    }
+    let kt = tape.transpose(k); // (B, H, D, T)
+    let scores = tape.matmul(q, kt); // (B, H, T, T)
+    let scores = tape.scale(scores, scale); // (B, H, T, T)
+    let masked = tape.tril(scores, MASK_VALUE); // (B, H, T, T)
+    let weights = tape.softmax(masked); // (B, H, T, T)
+    tape.matmul(weights, v) // (B, H, T, D)
+}
+
+/// The bytes the tape holds beyond Q, K, V (its parameters), the output and their gradients: every
+/// other node's value and gradient, and the log-sum-exp a tiled node keeps.
+fn held_bytes(tape: &Tape, output: NodeId) -> usize {
+    let nodes = (tape.params().len()..tape.len()).map(NodeId);
+    let floats: usize = nodes
+        .map(|id| {
+            let kept = match tape.op(id) {
+                Op::FlashAttention(node) => node.lse.len(),
+                _ => 0,
+            };
+            let value = tape.value(id).data.len() + tape.grad(id).map_or(0, <[f32]>::len);
+            kept + if id == output { 0 } else { value }
+        })
+        .sum();
+    floats * F32
+}
+
+/// The median of `times`.
+fn median(times: &mut [f64]) -> f64 {
+    times.sort_by(f64::total_cmp);
+    let n = times.len();
+    if n % 2 == 1 {
+        times[n / 2]
+    } else {
+        (times[n / 2 - 1] + times[n / 2]) / 2.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        bench: BenchArgs,
+    }
+
+    fn args(line: &str) -> Result<BenchArgs, clap::Error> {
+        let words = std::iter::once("s6_flash").chain(line.split_whitespace());
+        Cli::try_parse_from(words).map(|cli| cli.bench)
+    }
+
+    #[test]
+    fn bad_settings_stop_with_one_line() {
+        let refused = |line: &str| args(line).unwrap().check().unwrap_err().to_string();
+        assert!(refused("--bench --context 0").starts_with("--context 0 has no tokens"));
+        assert!(refused("--bench --heads 5").starts_with("--heads 5 does not divide --width 768"));
+        assert!(refused("--bench --context 8 --tile 0").starts_with("--tile 0 does not fit T = 8"));
+        assert!(refused("--bench --context 8 --tile 9").starts_with("--tile 9 does not fit T = 8"));
+        assert!(refused("--bench --repeat 0").starts_with("--repeat 0"));
+        let too_long = refused("--bench --context 1000000 --attention naive");
+        assert!(too_long.starts_with("naive attention at T = 1000000 holds 357627.9 GiB"));
+        for message in [too_long, refused("--bench --heads 0")] {
+            assert!(!message.contains('\n'), "{message}");
+        }
+        assert!(args("--bench --attention fast").is_err());
+        assert!(args("--context 8").is_err(), "--context without --bench");
+        assert!(
+            args("--bench --context 256 --attention naive")
+                .unwrap()
+                .check()
+                .is_ok()
+        );
+    }
+
+    /// A small bench: one line per form, in the documented format, and naive's count of what it
+    /// holds is its formula plus Kᵀ and its gradient.
+    #[test]
+    fn prints_a_line_per_form() {
+        let line = "--bench --context 8 --heads 2 --width 8 --tile 3 --repeat 1";
+        let (mut out, mut progress) = (vec![], vec![]);
+        run(&args(line).unwrap(), &mut out, &mut progress).unwrap();
+        let out = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 3, "{out}");
+        for (line, form) in lines.iter().zip(["naive", "tiled", "exact"]) {
+            assert!(line.starts_with(&format!("T=8 path={form} threads=1 forward_ms=")));
+            assert!(line.contains(" backward_ms=") && line.contains(" peak_mib="));
+        }
+        let kt = 2 * 2 * 8 * 4 * F32; // Kᵀ (1, 2, 4, 8) and its gradient
+        let naive = mib(naive_bytes(8, 2, true) + kt);
+        assert!(
+            lines[0].contains(&format!(" peak_mib={naive:.2}")),
+            "{}",
+            lines[0]
+        );
+    }
+}
