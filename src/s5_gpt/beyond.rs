@@ -175,6 +175,28 @@ impl Attention {
 
 // ANCHOR: split_heads
 impl Attention {
+    /// Stage 4's `MultiHeadAttention` of width `c` alone, outside a block: W_query, W_key, W_value
+    /// and `out_proj`, drawn in that order, `arch.heads` heads, `arch`'s mask, dropout and form.
+    pub fn multi_head(
+        tape: &mut Tape,
+        rng: &mut NumpyRandom,
+        c: usize,
+        arch: Architecture,
+    ) -> Self {
+        let d = arch.head_dim(c).expect("the heads divide C");
+        let mut linear = || Linear::new(tape, rng, c, c);
+        let qkv = Some([linear(), linear(), linear()]);
+        Attention {
+            qkv,
+            num_heads: arch.heads,
+            scale: attention_scale(d),
+            mask_value: arch.mask_value,
+            dropout: arch.dropout,
+            attention: arch.attention,
+            out: linear(),
+        }
+    }
+
     /// (B, T, C) → (B, H, T, D); one head is the tutorial's (B, T, C) as it is.
     fn split_heads(&self, tape: &mut Tape, y: NodeId) -> NodeId {
         match self.num_heads {

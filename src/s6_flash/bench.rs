@@ -22,9 +22,11 @@ use std::time::Instant;
 
 use clap::Args;
 
+use crate::rng::numpy::NumpyRandom;
 use crate::rng::torch::Generator;
 use crate::s5_gpt::Tape;
 use crate::s5_gpt::backend::Op;
+use crate::s5_gpt::beyond::{Architecture, Attention};
 use crate::s5_gpt::fast::{Fast, team};
 use crate::s5_gpt::flash::{AttentionForm, FlashForm};
 use crate::s5_gpt::model::attention_scale;
@@ -75,6 +77,10 @@ pub struct BenchArgs {
     /// Time the forward pass only
     #[arg(long, requires = "bench")]
     pub forward_only: bool,
+    /// Time stage 4's multi-head attention layer instead (projections, heads, output layer) at
+    /// rasbt's comparison's shapes, batch 8, context 1,024, width 768, 12 heads, forward only
+    #[arg(long, requires = "bench", conflicts_with_all = ["context", "heads", "width"])]
+    pub modules: bool,
 }
 
 /// A setting `--bench` cannot run with, as one line: the problem, then the flag that fixes it.
@@ -151,7 +157,8 @@ impl BenchArgs {
         if self.repeat == 0 {
             return Err(BenchError::Repeat);
         }
-        for &t in &self.context {
+        let contexts: &[usize] = if self.modules { &[] } else { &self.context };
+        for &t in contexts {
             if t == 0 {
                 return Err(BenchError::EmptyContext(t));
             }
@@ -250,6 +257,9 @@ pub fn run(
     progress: &mut impl std::io::Write,
 ) -> Result<(), BenchError> {
     args.check()?;
+    if args.modules {
+        return run_modules(args, out, progress);
+    }
     team::with_team(args.threads, || -> Result<(), BenchError> {
         let threads = team::threads();
         for &t in &args.context {
@@ -358,6 +368,52 @@ fn held_bytes(tape: &Tape, output: NodeId) -> usize {
         })
         .sum();
     floats * F32
+}
+
+/// The shapes of rasbt's comparison of multi-head attention implementations
+/// (`ch03/02_bonus_efficient-multihead-attention`): batch, context, width, heads.
+pub const MODULE_SHAPES: (usize, usize, usize, usize) = (8, 1024, 768, 12);
+
+/// `--modules`: stage 4's layer on the tape, forward only, at [`MODULE_SHAPES`], one line per form:
+/// `module=multihead path=naive threads=1 forward_ms=…`.
+fn run_modules(
+    args: &BenchArgs,
+    out: &mut impl std::io::Write,
+    progress: &mut impl std::io::Write,
+) -> Result<(), BenchError> {
+    let (b, t, c, heads) = MODULE_SHAPES;
+    team::with_team(args.threads, || -> Result<(), BenchError> {
+        let threads = team::threads();
+        for &form in args.forms() {
+            writeln!(progress, "timing module=multihead path={} …", form.name())?;
+            let mut tape = Tape::with_backend(Box::new(Fast::new()));
+            let mut rng = NumpyRandom::seed(123);
+            let arch = Architecture {
+                attention: form,
+                ..Architecture::everything(heads, 0.0)
+            };
+            let layer = Attention::multi_head(&mut tape, &mut rng, c, arch);
+            let x: Vec<f32> = rng.randn(b * t * c).into_iter().map(|z| z as f32).collect();
+            let mut times = Vec::new();
+            for run in 0..=args.repeat {
+                tape.reset();
+                let input = Tensor::new(&[b, t, c], x.clone());
+                let start = Instant::now();
+                let x = tape.input(input);
+                layer.forward(&mut tape, x, None); // (B, T, C)
+                if run > 0 {
+                    times.push(start.elapsed().as_secs_f64() * 1e3);
+                }
+            }
+            let ms = median(&mut times);
+            let name = form.name();
+            writeln!(
+                out,
+                "module=multihead path={name} threads={threads} forward_ms={ms:.1}"
+            )?;
+        }
+        Ok(())
+    })?
 }
 
 /// The median of `times`.
