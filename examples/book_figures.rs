@@ -1,4 +1,5 @@
 //! Draws the book's pictures into `book/src/img/`: `cargo run --release --example book_figures`.
+//! Stage 6's tables of attention's cost go into `book/src/generated/`, from the record beside them.
 //! Each is drawn twice from the same numbers: in English, and in Chinese into `book/src/img/zh-CN/`.
 //!
 //! The pictures of the stages' ideas take a moment; the stage-5 loss curves train the GPT first
@@ -39,6 +40,17 @@ fn write(figure: &Figure) -> Result<(), ToolError> {
     Ok(())
 }
 
+/// Writes `text` into `book/src/generated/file`, whole or not at all: stage 6's tables of what
+/// attention costs, drawn, like its charts, from the record `book/src/generated/s6_bench.txt`.
+fn write_generated(file: &str, text: &str) -> Result<(), ToolError> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("book/src/generated")
+        .join(file);
+    write_atomic(&path, text.as_bytes())?;
+    println!("wrote book/src/generated/{file}");
+    Ok(())
+}
+
 /// Trains stage 5 with the tutorial's settings, estimating the loss every 1,000 steps, and draws
 /// its curves, its learning rate and its next-character distributions, in both editions' words
 /// (about a minute in release).
@@ -67,6 +79,9 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     for lang in Lang::ALL {
         for figure in figures::quick_figures(lang)? {
             write(&figure)?;
+        }
+        for (file, table) in figures::cost::tables(lang, &figures::cost::committed_medians()?) {
+            write_generated(&file, &table)?;
         }
     }
     if !args.quick {

@@ -805,3 +805,19 @@ fn the_english_edition_is_in_english() {
         long.join("\n")
     );
 }
+
+#[test]
+fn committed_cost_tables_are_drawn_from_the_bench_record() {
+    use attention_from_scratch::figures::cost::{committed_medians, tables};
+    use attention_from_scratch::lang::Lang;
+    let medians = committed_medians().unwrap();
+    for lang in Lang::ALL {
+        for (file, text) in tables(lang, &medians) {
+            let committed = fs::read_to_string(book_src().join("generated").join(&file));
+            assert!(
+                committed.is_ok_and(|c| c == text),
+                "book/src/generated/{file} is stale; run `cargo run --release --example book_figures -- --quick`"
+            );
+        }
+    }
+}

@@ -346,8 +346,8 @@ fn losses(architecture: Architecture, steps: usize) -> Vec<f32> {
 
 /// 300 steps of `architecture` naive, exact and tiled: the exact losses must be the naive ones bit
 /// for bit, and the tiled ones within 1e-5 of them (measured: 4.8e-7 for the tutorial's model,
-/// 7.2e-7 for the sequel's fullest, with dropout and without). Returns the naive losses.
-fn naive_exact_tiled(architecture: Architecture) -> Vec<f32> {
+/// 7.2e-7 for the sequel's fullest, with dropout and without). Returns the three runs' losses.
+fn naive_exact_tiled(architecture: Architecture) -> [Vec<f32>; 3] {
     let with = |attention| {
         losses(
             Architecture {
@@ -364,18 +364,44 @@ fn naive_exact_tiled(architecture: Architecture) -> Vec<f32> {
         assert_eq!(e.to_bits(), n.to_bits(), "step {s}: exact {e}, naive {n}");
     }
     let tiled = with(AttentionForm::Tiled);
-    let drift = tiled.iter().zip(&naive).map(|(t, n)| (t - n).abs());
-    let drift = drift.fold(0.0, f32::max);
+    let drift = largest_distance(&tiled, &naive);
     eprintln!("{architecture:?}, tiled: losses within {drift:e} of naive");
     assert!(drift <= 1e-5, "tiled drifts {drift} from naive");
-    naive
+    [naive, exact, tiled]
+}
+
+/// The largest |a − b| over the steps.
+fn largest_distance(a: &[f32], b: &[f32]) -> f32 {
+    a.iter()
+        .zip(b)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f32::max)
+}
+
+/// The chapter's view of three runs: the losses at a few steps in each form, and how they compare
+/// over all 300 steps.
+fn losses_table([naive, exact, tiled]: &[Vec<f32>; 3]) -> String {
+    let mut text = format!("{:<6}{:<12}{:<12}{}\n", "step", "naive", "exact", "tiled");
+    for step in [0, 1, 2, 100, 200, 299] {
+        let [n, e, t] = [naive, exact, tiled].map(|l| l[step].to_string());
+        text += &format!("{step:<6}{n:<12}{e:<12}{t}\n");
+    }
+    let same = exact
+        .iter()
+        .zip(naive)
+        .all(|(e, n)| e.to_bits() == n.to_bits());
+    text += &format!("exact = naive, bit for bit, at all 300 steps: {same}\n");
+    let drift = largest_distance(tiled, naive);
+    text += &format!("tiled, the largest distance from naive: {drift:.1e}");
+    text
 }
 
 #[test]
 fn the_chapters_recipe_with_exact_attention_gives_every_loss_of_the_naive_run() {
-    let naive = naive_exact_tiled(Architecture::default());
+    let runs = naive_exact_tiled(Architecture::default());
     // The chapter's locked log (tests/snapshots/s5_gpt__chapter_2_training.snap) prints step 0.
-    assert_eq!(naive[0].to_string(), "4.1720004");
+    assert_eq!(runs[0][0].to_string(), "4.1720004");
+    insta::assert_snapshot!("chapter_recipe_each_attention", losses_table(&runs));
 }
 
 #[test]
@@ -386,9 +412,10 @@ fn the_sequels_fullest_model_with_exact_attention_gives_every_loss_of_the_naive_
 #[test]
 fn the_sequels_fullest_model_with_dropout_and_exact_attention_gives_every_loss_of_the_naive_run() {
     // Dropout 0.1 inside the op, its masks drawn as the naive graph's `Dropout` draws them.
-    let naive = naive_exact_tiled(Architecture::everything(4, 0.1));
+    let runs = naive_exact_tiled(Architecture::everything(4, 0.1));
     let without = losses(Architecture::everything(4, 0.0), 5);
-    assert_ne!(naive[1..5], without[1..5], "dropout changes the losses");
+    assert_ne!(runs[0][1..5], without[1..5], "dropout changes the losses");
+    insta::assert_snapshot!("fullest_model_dropout_each_attention", losses_table(&runs));
 }
 
 #[test]

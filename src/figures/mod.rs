@@ -11,6 +11,7 @@
 //! | [`heatmap`] | attention weights as heat maps |
 //! | `chart` | line charts, on linear or log axes: the stage-5 curves and stage 2's scaling |
 //! | `stage1` … `stage6`, [`trained`] | the pictures of each stage's ideas, and of the trained model |
+//! | [`cost`] | stage 6's table and charts of attention's cost as T grows, from a measured record |
 //! | [`ablation`] | the Markdown tables of the chapter "What the tutorial's model leaves out" |
 
 use ndarray::{Array2, Array3, ArrayView2, Axis};
@@ -31,6 +32,7 @@ pub mod ablation;
 pub mod attention;
 mod chart;
 pub mod colours;
+pub mod cost;
 mod draw;
 pub mod heatmap;
 mod stage1;
@@ -168,6 +170,7 @@ pub fn quick_figures(lang: Lang) -> Result<Vec<Figure>, Error> {
     figures.extend(stage4::figures(lang)?);
     figures.extend(stage5::figures(lang)?);
     figures.extend(stage6::figures(lang)?);
+    figures.extend(cost::figures(lang, &cost::committed_medians()?));
     Ok(figures)
 }
 
