@@ -350,6 +350,7 @@ impl Tape {
         self.apply(self.value(x).shape.clone(), Op::Dropout { x, mask })
     }
 
+    // ANCHOR: flash_attention
     /// Causal attention as one node: softmax(tril(q·kᵀ·`scale`, `mask_value`))·v for q, k, v of one
     /// shape (…, T, D), (B, H, T, D) heads or the tutorial's (B, T, C) as one head, computed in
     /// `form` ([`super::flash`]). The naive graph's six nodes, without their T × T matrices.
@@ -381,6 +382,7 @@ impl Tape {
         let dropout = FlashDropout::take(p, rng, weights);
         self.record_flash(qkv, causal, form, Some(dropout))
     }
+    // ANCHOR_END: flash_attention
 
     /// The attention's settings, for q, k and v of one shape (…, T, D).
     fn causal(&self, [q, k, v]: [NodeId; 3], scale: f32, mask_value: f32) -> Causal {
