@@ -104,8 +104,8 @@ impl FlashDropout {
 }
 
 /// One pass's masks, drawn in the naive graph's order: matrices in order, the rows of each in
-/// order. Without dropout every entry is 1, and x·1 = x exactly: the weights pass unchanged, bit for
-/// bit, as in a graph with no dropout node.
+/// order. Without dropout every entry is 1, and x·1 = x exactly: the weights pass unchanged, bit
+/// for bit, as in a graph with no dropout node.
 struct Masks(Option<FlashDropout>);
 
 impl Masks {
