@@ -190,13 +190,12 @@ fn ms(v: f64) -> String {
     }
 }
 
-/// `12.3`, `0.11` or `0.031` MiB: three significant figures at most below 10.
+/// `1,536`, `12.3` or `0.11` MiB: as `--bench` prints them (two decimals), fewer above 10.
 fn mib(v: f64) -> String {
     match v {
         v if v >= 100.0 => super::draw::thousands(v.round() as usize),
         v if v >= 10.0 => format!("{v:.1}"),
-        v if v >= 1.0 => format!("{v:.2}"),
-        v => format!("{v:.3}"),
+        v => format!("{v:.2}"),
     }
 }
 
@@ -278,9 +277,10 @@ fn path_points(medians: &[Median], path: &str, threads: usize, field: &str) -> V
     .collect()
 }
 
-/// Ticks at the powers of ten from `low` to `high`.
+/// Ticks at the powers of ten from `low` to `high`, at least two.
 fn decades(low: f64, high: f64) -> Vec<(f64, String)> {
-    let (from, to) = (low.log10().floor() as i32, high.log10().ceil() as i32);
+    let from = low.log10().floor() as i32;
+    let to = (high.log10().ceil() as i32).max(from + 1);
     (from..=to)
         .map(|e| 10f64.powi(e))
         .map(|v| {
@@ -312,6 +312,12 @@ fn cost_chart(lang: Lang, medians: &[Median], field: &str, words: ChartWords) ->
     let (low, high) = ys.fold((f64::INFINITY, 0f64), |(l, h), y| (l.min(y), h.max(y)));
     let ts = lengths(medians);
     let (first, last) = (*ts.first()?, *ts.last()?);
+    // One length alone still gets an axis: from half of it to twice it.
+    let (first, last) = if first == last {
+        (first / 2, first * 2)
+    } else {
+        (first, last)
+    };
     let y_ticks = decades(low, high);
     let chart = LineChart {
         title: words.title,
