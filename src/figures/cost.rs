@@ -432,7 +432,7 @@ mod tests {
         assert_eq!(medians[1].path, "torch_sdpa");
         let table = lengths_table(Lang::En, &medians);
         assert!(
-            table.contains("| 256 | 1 | tiled | 4.0 | 8.0 | 0.030 | 2.00 |"),
+            table.contains("| 256 | 1 | tiled | 4.0 | 8.0 | 0.03 | 2.00 |"),
             "{table}"
         );
         let modules = modules_table(Lang::En, &medians);
