@@ -215,7 +215,7 @@ pub fn tile_grid(tiles: Tiles, t: usize) -> Vec<String> {
     tiles.query_blocks(t).map(grid_row).collect()
 }
 
-/// The widest grid [`tiles_lines`] draws, in tiles; a wider one would fill the screen with dots.
+/// The widest grid the stage draws, in tiles; a wider one would fill the screen with dots.
 pub const GRID_TILES: usize = 32;
 
 /// The tiles a causal pass computes and skips, and their grid where it is at most [`GRID_TILES`]
