@@ -86,10 +86,11 @@
         /** The comparison's numbers, and the page's own time, in the edition's words. */
         showSummary(length, ms) {
             const scaled = (d) => d.scaled_ulps.toFixed(1);
+            const absolute = (x) => x.toExponential(1).replace("e+", "e"); // as the command line writes it
             this.difference.textContent = t("flash_difference", {
                 t: length.t, br: length.br, bc: length.bc, tiled: scaled(length.tiled),
-                tiled_abs: length.tiled.absolute.toExponential(1), exact: scaled(length.exact),
-                exact_abs: length.exact.absolute.toExponential(1),
+                tiled_abs: absolute(length.tiled.absolute), exact: scaled(length.exact),
+                exact_abs: absolute(length.exact.absolute),
             });
             this.memory.textContent = t("flash_memory", { naive: bytes(length.naive_bytes), tiled: bytes(length.tiled_bytes) });
             this.time.replaceChildren(...rich(t("flash_time", { ms: ms.toFixed(1), t: length.t })));

@@ -327,13 +327,14 @@ async function summaryCheck(page, want, flags, what) {
     const time = await page.textContent(".play-flash-time");
     const printedBytes = [...want.matchAll(/floats, (\d+) bytes/g)].map((m) => m[1]);
     const sized = flags.includes("--context") || flags.includes("--tile");
-    const tiled = want.match(/^tiled vs stage 4: .*, ([\d.]+) ULPs of the largest output$/gm).pop()
-        .match(/([\d.]+) ULPs of the largest output$/)[1];
+    const line = want.match(/^tiled vs stage 4: .*$/gm).pop();
+    const [, absolute, tiled] = line.match(/, (\S+) absolutely, ([\d.]+) ULPs of the largest output$/);
     check((sized ? printedBytes.length === 2 : printedBytes.length === 0) &&
         printedBytes.every((n) => memory.includes(n + " ")) && difference.includes(" " + tiled + " ") &&
+        difference.includes(absolute) &&
         /\d+\.\d ms|\d+\.\d 毫秒/.test(time),
         `${what}: memory "${memory}"; difference "${difference}"; time "${time}"`,
-        `printed bytes ${printedBytes.join(", ")}, printed tiled difference ${tiled}`);
+        `printed bytes ${printedBytes.join(", ")}, printed tiled difference ${tiled} ULPs, ${absolute}`);
 }
 
 async function flashBadInputChecks(b) {
