@@ -349,3 +349,132 @@ mod exercises {
         assert_eq!(window_tile_count(tiles, 256, 256), tiles.count(256).0);
     }
 }
+
+// The command line: `s6_flash --scores …`, `--context T --tile N`, and its one-line errors.
+
+mod command_line {
+    use attention_from_scratch::BookSeeds;
+    use attention_from_scratch::s6_flash::app::{Cli, MAX_CONTEXT};
+    use attention_from_scratch::s6_flash::{self, Tiles, naive_held_bytes};
+    use clap::Parser;
+
+    /// `s6_flash ARGS…` in-process: its output, or its error's message.
+    fn s6_flash(args: &[&str]) -> Result<String, String> {
+        let argv = std::iter::once("s6_flash").chain(args.iter().copied());
+        let cli = Cli::try_parse_from(argv).map_err(|e| e.to_string())?;
+        let mut out = Vec::new();
+        cli.walk(&mut out).map_err(|e| e.to_string())?;
+        Ok(String::from_utf8(out).unwrap())
+    }
+
+    /// The message of input that must be refused, checked to be one line.
+    fn refused(args: &[&str]) -> String {
+        let message = s6_flash(args).expect_err("this input must be refused");
+        assert!(!message.contains('\n'), "not one line: {message}");
+        message
+    }
+
+    #[test]
+    fn no_flags_print_the_chapter() {
+        let mut chapter = Vec::new();
+        s6_flash::run(&mut chapter, BookSeeds::default()).unwrap();
+        assert_eq!(s6_flash(&[]).unwrap(), String::from_utf8(chapter).unwrap());
+    }
+
+    /// Other scores are walked and labelled by index (the chapter's tokens belong to its own), and
+    /// an odd count ends with a step of one key.
+    #[test]
+    fn scores_given_are_walked_and_labelled_by_index() {
+        let out = s6_flash(&["--scores", "-0.5, 2,1.25,3,0"]).unwrap();
+        assert!(out.starts_with("## Online softmax: the scores given, two keys at a time\n"));
+        assert!(
+            out.contains("[scores] scores\ntensor([-0.5000,  2.0000,  1.2500,  3.0000,  0.0000])")
+        );
+        assert!(out.contains("[step 1] keys 0–1\nscores             tensor([-0.5000,  2.0000])"));
+        assert!(out.contains("[step 3] key 4\n"));
+        assert!(!out.contains("[step 4]"));
+        assert!(!out.contains("Your") && !out.contains("holds"), "{out}");
+        // Stage 4's layer and the comparison at length are the chapter's.
+        let chapter = s6_flash(&[]).unwrap();
+        let tail = |text: &str| text[text.find("## Tiled").unwrap()..].to_string();
+        assert_eq!(tail(&out), tail(&chapter));
+    }
+
+    /// `--context T --tile N` sets the head at length, and only then is the memory printed: naive's
+    /// T × T scores and weights, tiled's tile and m, ℓ per row.
+    #[test]
+    fn context_and_tile_set_the_head_at_length_and_print_the_memory() {
+        let out = s6_flash(&["--context", "100", "--tile", "48"]).unwrap();
+        let length = &out[out.find("## Where the bits part").unwrap()..];
+        assert!(length.starts_with("## Where the bits part: one head of 64 columns, T = 100\n"));
+        assert!(length.contains("T = 100, Br = 48, Bc = 48: 6 tiles computed, 3 skipped\n"));
+        assert!(length.contains(
+            "naive holds its T × T scores and weights: 2 × 100 × 100 floats, 80000 bytes (78.12 KiB)"
+        ));
+        assert!(length.contains(
+            "tiled holds one Br × Bc tile, m and ℓ per row: 48 × 48 + 2 × 48 floats, 9600 bytes (9.38 KiB)"
+        ));
+        let tile_only = s6_flash(&["--tile", "32"]).unwrap();
+        assert!(tile_only.contains("T = 256, Br = 32, Bc = 32: 36 tiles computed, 28 skipped"));
+        assert!(tile_only.contains("naive holds") && tile_only.contains("(512.00 KiB)"));
+        // The chapter's own T and tiles, named, print the chapter's cell and the memory.
+        let named = s6_flash(&["--context", "256", "--tile", "64"]).unwrap();
+        let chapter = s6_flash(&[]).unwrap();
+        assert!(named.starts_with(chapter.trim_end()), "{named}");
+        assert!(named.contains("2 × 256 × 256 floats, 524288 bytes (512.00 KiB)\n"));
+        assert!(named.contains("64 × 64 + 2 × 64 floats, 16896 bytes (16.50 KiB)\n"));
+    }
+
+    /// A grid more than 32 tiles across is not drawn.
+    #[test]
+    fn a_wide_grid_is_not_drawn() {
+        let out = s6_flash(&["--context", "300", "--tile", "9"]).unwrap();
+        assert!(out.contains("(the grid of 34 × 34 tiles is not drawn: more than 32 across)"));
+        let drawn = s6_flash(&["--context", "300", "--tile", "10"]).unwrap();
+        assert!(drawn.contains("■ ■ ■ ■ ■ ■ ■ ■ ■ ■ ■ ■ ■ ■ ■ ■ ■ ■ ■ ■ ■ ■ ■ ■ ■ ■ ■ ■ ■ ■\n"));
+    }
+
+    #[test]
+    fn held_memory_is_the_formula() {
+        assert_eq!(naive_held_bytes(4096), 128 << 20);
+        assert_eq!(naive_held_bytes(1), 8);
+        assert_eq!(Tiles::new(64, 64).held_bytes(), (64 * 64 + 128) * 4);
+        assert_eq!(Tiles::new(3, 5).held_bytes(), (15 + 6) * 4);
+    }
+
+    #[test]
+    fn bad_input_stops_with_one_line_naming_the_fix() {
+        let no_scores = "--scores holds no scores; give comma-separated numbers";
+        assert!(refused(&["--scores="]).starts_with(no_scores));
+        assert!(refused(&["--scores", " "]).starts_with(no_scores));
+        assert!(
+            refused(&["--scores", "1,x"]).starts_with("--scores: score 1, \"x\", is not a number")
+        );
+        assert!(
+            refused(&["--scores", "1,,2"]).starts_with("--scores: score 1, \"\", is not a number")
+        );
+        for infinite in ["inf", "-inf", "NaN", "1e39"] {
+            let scores = format!("0.5,{infinite}");
+            let message = refused(&["--scores", &scores]);
+            assert!(
+                message.starts_with(&format!("--scores: score 1, \"{infinite}\", is not finite"))
+            );
+        }
+        assert!(refused(&["--context", "0"]).starts_with("--context 0 has no tokens"));
+        let too_long = (MAX_CONTEXT + 1).to_string();
+        assert!(refused(&["--context", &too_long]).starts_with("--context 4097 is longer"));
+        assert!(refused(&["--context", "8,9"]).starts_with("--context takes one length"));
+        assert!(refused(&["--context", "10"]).starts_with("--tile 64 does not fit T = 10"));
+        assert!(refused(&["--tile", "0"]).starts_with("--tile 0 does not fit T = 256"));
+        assert!(
+            refused(&["--context", "8", "--tile", "9"]).starts_with("--tile 9 does not fit T = 8")
+        );
+        // clap's own: a number that is not one, and flags that belong to --bench only.
+        assert!(s6_flash(&["--context", "abc"]).is_err());
+        assert!(s6_flash(&["--scores", "1", "--bench"]).is_err());
+        assert!(s6_flash(&["--heads", "2"]).is_err());
+        // Negative scores need no `=`.
+        assert!(s6_flash(&["--scores", "-1,-2"]).is_ok());
+        assert!(s6_flash(&["--context", "4096", "--tile", "4096"]).is_ok());
+    }
+}

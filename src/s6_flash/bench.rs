@@ -46,8 +46,9 @@ pub struct BenchArgs {
     /// Instead of the chapter's walk, time causal attention at each --context, forward and backward
     #[arg(long)]
     pub bench: bool,
-    /// The context lengths T to time, comma-separated
-    #[arg(long, requires = "bench", value_name = "T,…", value_delimiter = ',', default_values_t = CONTEXTS)]
+    /// The context lengths T to time, comma-separated [default: 256,1024,4096,16384]. Without
+    /// --bench, the one T of the walk's comparison at length (up to 4096; default 256)
+    #[arg(long, value_name = "T,…", value_delimiter = ',')]
     pub context: Vec<usize>,
     /// The forms to time, comma-separated: naive (stage 4's graph), tiled, exact [default: all
     /// three, naive only where its T × T matrices fit in the memory available]
@@ -68,9 +69,10 @@ pub struct BenchArgs {
     /// The width C of all the heads together; each head has C / H columns
     #[arg(long, requires = "bench", value_name = "C", default_value_t = 768)]
     pub width: usize,
-    /// The tiled form's blocks of queries and tiles of keys, Br = Bc = N rows
-    #[arg(long, requires = "bench", value_name = "N", default_value_t = crate::s5_gpt::flash::TAPE_TILES.br)]
-    pub tile: usize,
+    /// The tiled form's blocks of queries and tiles of keys, Br = Bc = N rows [default: 16]. Without
+    /// --bench, the tiles of the walk's comparison at length (default 64)
+    #[arg(long, value_name = "N")]
+    pub tile: Option<usize>,
     /// Time each measurement N times (after one untimed run) and print the median
     #[arg(long, requires = "bench", value_name = "N", default_value_t = 3)]
     pub repeat: usize,
@@ -157,13 +159,14 @@ impl BenchArgs {
         if self.repeat == 0 {
             return Err(BenchError::Repeat);
         }
-        let contexts: &[usize] = if self.modules { &[] } else { &self.context };
+        let contexts: &[usize] = if self.modules { &[] } else { self.contexts() };
         for &t in contexts {
             if t == 0 {
                 return Err(BenchError::EmptyContext(t));
             }
-            if self.forms().contains(&AttentionForm::Tiled) && !(1..=t).contains(&self.tile) {
-                return Err(BenchError::Tile { tile: self.tile, t });
+            let tile = self.tile();
+            if self.forms().contains(&AttentionForm::Tiled) && !(1..=t).contains(&tile) {
+                return Err(BenchError::Tile { tile, t });
             }
             if self.attention.contains(&AttentionForm::Naive) {
                 self.naive_fits(t)?;
@@ -194,9 +197,22 @@ impl BenchArgs {
         }
     }
 
+    /// The contexts to time: those `--context` names, or [`CONTEXTS`].
+    pub fn contexts(&self) -> &[usize] {
+        match &self.context[..] {
+            [] => &CONTEXTS,
+            named => named,
+        }
+    }
+
+    /// Br = Bc of the tiled form: `--tile`, or the tape's tiles.
+    pub fn tile(&self) -> usize {
+        self.tile.unwrap_or(crate::s5_gpt::flash::TAPE_TILES.br)
+    }
+
     /// The tiled form's tiles.
     fn tiles(&self) -> Tiles {
-        Tiles::new(self.tile, self.tile)
+        Tiles::new(self.tile(), self.tile())
     }
 }
 
@@ -262,7 +278,7 @@ pub fn run(
     }
     team::with_team(args.threads, || -> Result<(), BenchError> {
         let threads = team::threads();
-        for &t in &args.context {
+        for &t in args.contexts() {
             for &form in args.forms() {
                 if let (AttentionForm::Naive, Err(too_large)) = (form, args.naive_fits(t)) {
                     writeln!(out, "T={t} path=naive not run: {too_large}")?;
@@ -457,7 +473,19 @@ mod tests {
             assert!(!message.contains('\n'), "{message}");
         }
         assert!(args("--bench --attention fast").is_err());
-        assert!(args("--context 8").is_err(), "--context without --bench");
+        // --context and --tile also set the walk's comparison at length; the others are --bench's.
+        assert!(args("--context 8 --tile 4").is_ok());
+        for bench_only in [
+            "--attention tiled",
+            "--threads 2",
+            "--heads 2",
+            "--width 8",
+            "--repeat 2",
+            "--forward-only",
+            "--modules",
+        ] {
+            assert!(args(bench_only).is_err(), "{bench_only} without --bench");
+        }
         assert!(
             args("--bench --context 256 --attention naive")
                 .unwrap()

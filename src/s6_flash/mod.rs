@@ -22,6 +22,7 @@
 //! [`run`] prints the online walk step by step, then the tiled and exact forms beside stage 4's
 //! layer, as `cargo run --example s6_flash` shows them.
 
+pub mod app;
 pub mod bench;
 pub mod bits;
 pub mod exact;
@@ -46,7 +47,7 @@ pub use bits::{Difference, ulp_of, ulps};
 pub use exact::{KC, UnrolledSum, exact_attention};
 pub use heads::{multi_head_forward, naive_attention};
 pub use online::{OnlineStep, online_softmax, online_weights};
-pub use tiled::{TiledForward, Tiles, score_tile, tiled_attention};
+pub use tiled::{TiledForward, Tiles, naive_held_bytes, score_tile, tiled_attention};
 
 /// The online softmax of the chapter reads two keys per step.
 pub const KEYS_PER_STEP: usize = 2;
@@ -65,36 +66,104 @@ pub fn random_head(seed: u64, t: usize, d: usize) -> [Array2<f32>; 3] {
     [(); 3].map(|()| rng.uniform((t, d), -2.0, 2.0))
 }
 
+/// What the stage runs on: the scores the online walk reads, and the comparison at length. The
+/// default is the chapter's: "journey"'s scores, and one head at T = 256 in tiles of 64 × 64.
+#[derive(Clone, Debug, Default)]
+pub struct Input {
+    /// The scores the walk reads, at least one, each finite; `None`: [`journey_scores`].
+    pub scores: Option<Array1<f32>>,
+    /// T and the tiles of the comparison at length, which then also prints the memory each form
+    /// holds; `None`: the chapter's, T = 256 in tiles of 64 × 64, without it.
+    pub length: Option<Length>,
+}
+
+/// One head of 64 columns at `t` tokens in `tiles`: `t` ≥ 1, Br and Bc from 1 to `t`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Length {
+    pub t: usize,
+    pub tiles: Tiles,
+}
+
+/// What [`run_with`] printed, as numbers, for a page that draws it: the walk's steps and the
+/// comparison at length.
+#[derive(Clone, Debug)]
+pub struct Report {
+    /// Each step of the walk, as printed: its cell's lines, the label line first.
+    pub steps: Vec<Vec<String>>,
+    /// The comparison at length.
+    pub at_length: AtLength,
+}
+
+/// The comparison at length: its head, how far the tiled and exact forms are from stage 4's
+/// attention, and the bytes naive and tiled attention hold beyond Q, K, V and O.
+#[derive(Clone, Copy, Debug)]
+pub struct AtLength {
+    pub length: Length,
+    pub tiled: Difference,
+    pub exact: Difference,
+    pub naive_bytes: usize,
+    pub tiled_bytes: usize,
+}
+
 /// Prints the online softmax of "journey"'s scores step by step and its weights beside stage 1's,
 /// then the tiled and the exact forms in stage 4's layer, then both at length.
 pub fn run<W: Write>(out: &mut W, seeds: BookSeeds) -> Result<(), Error> {
-    online_walk(out)?;
+    run_with(out, seeds, &Input::default()).map(|_| ())
+}
+
+/// [`run`] on `input`: the walk over its scores, stage 4's layer, and the comparison at its length.
+/// Panics if the input breaks what [`Input`] and [`Length`] ask of it.
+pub fn run_with<W: Write>(out: &mut W, seeds: BookSeeds, input: &Input) -> Result<Report, Error> {
+    let steps = match &input.scores {
+        Some(scores) => online_walk(out, scores)?,
+        None => online_walk(out, &journey_scores())?,
+    };
     chapter_layer(out, seeds)?;
-    at_length(out, seeds)?;
-    Ok(())
+    let at_length = at_length(out, seeds, input.length)?;
+    Ok(Report { steps, at_length })
 }
 
-/// The walk: the scores, one cell per step, and the weights it ends at.
-fn online_walk<W: Write>(out: &mut W) -> std::io::Result<()> {
-    heading(
-        out,
-        "Online softmax: the scores of \"journey\", two keys at a time",
-    )?;
-    let scores = journey_scores(); // (T)
-    cell(out, "scores", "attn_scores_2", &[print::tensor(&scores)])?;
+/// The walk: the scores, one cell per step, and the weights it ends at. The keys are named by
+/// their tokens where the scores are "journey"'s, by their index only otherwise. Returns the
+/// steps' cells.
+fn online_walk<W: Write>(out: &mut W, scores: &Array1<f32>) -> std::io::Result<Vec<Vec<String>>> {
+    let bits = |a: &Array1<f32>| a.mapv(f32::to_bits);
+    let journey = bits(scores) == bits(&journey_scores());
+    let (what, prints, words) = match journey {
+        true => (
+            "the scores of \"journey\"",
+            "attn_scores_2",
+            Some(&TOKENS[..]),
+        ),
+        false => ("the scores given", "scores", None),
+    };
+    heading(out, &format!("Online softmax: {what}, two keys at a time"))?;
+    cell(out, "scores", prints, &[print::tensor(scores)])?;
     let steps = online_softmax(&scores.view(), KEYS_PER_STEP);
+    let mut cells = Vec::with_capacity(steps.len());
     for (n, step) in steps.iter().enumerate() {
-        let tag = format!("step {}", n + 1);
-        cell(out, &tag, &keys_label(step), &step_lines(step))?;
+        let (tag, label) = (format!("step {}", n + 1), keys_label(step, words));
+        let lines = step_lines(step);
+        cell(out, &tag, &label, &lines)?;
+        cells.push([vec![format!("[{tag}] {label}")], lines].concat());
     }
-    let last = steps.last().expect("six scores make three steps");
-    weights_cell(out, &scores.view(), last)
+    let last = steps.last().expect("the walk reads at least one score");
+    weights_cell(out, &scores.view(), last)?;
+    Ok(cells)
 }
 
-/// `keys 0–1: Your, journey`.
-fn keys_label(step: &OnlineStep) -> String {
-    let words = TOKENS[step.keys.clone()].join(", ");
-    format!("keys {}–{}: {words}", step.keys.start, step.keys.end - 1)
+/// `keys 0–1: Your, journey` with the chapter's `words`, `keys 0–1` without; `key 6` for a step of
+/// one key.
+fn keys_label(step: &OnlineStep, words: Option<&[&str]>) -> String {
+    let (start, last) = (step.keys.start, step.keys.end - 1);
+    let keys = match start == last {
+        true => format!("key {start}"),
+        false => format!("keys {start}–{last}"),
+    };
+    match words {
+        Some(words) => format!("{keys}: {}", words[step.keys.clone()].join(", ")),
+        None => keys,
+    }
 }
 
 /// The step's scores and how it moves m and ℓ.
@@ -146,14 +215,25 @@ pub fn tile_grid(tiles: Tiles, t: usize) -> Vec<String> {
     tiles.query_blocks(t).map(grid_row).collect()
 }
 
-/// The tiles a causal pass computes and skips, and their grid.
+/// The widest grid the stage draws, in tiles; a wider one would fill the screen with dots.
+pub const GRID_TILES: usize = 32;
+
+/// The tiles a causal pass computes and skips, and their grid where it is at most [`GRID_TILES`]
+/// tiles across and down.
 fn tiles_lines(tiles: Tiles, t: usize) -> Vec<String> {
     let (computed, skipped) = tiles.count(t);
     let mut lines = vec![format!(
         "T = {t}, Br = {}, Bc = {}: {computed} tiles computed, {skipped} skipped",
         tiles.br, tiles.bc
     )];
-    lines.extend(tile_grid(tiles, t));
+    let (down, across) = (t.div_ceil(tiles.br), t.div_ceil(tiles.bc));
+    if down.max(across) <= GRID_TILES {
+        lines.extend(tile_grid(tiles, t));
+    } else {
+        lines.push(format!(
+            "(the grid of {down} × {across} tiles is not drawn: more than {GRID_TILES} across)"
+        ));
+    }
     lines
 }
 
@@ -193,9 +273,21 @@ fn chapter_layer<W: Write>(out: &mut W, seeds: BookSeeds) -> Result<(), Error> {
 /// The length and tiles of the stage's printed comparison at length: one head of 64 columns.
 const LENGTH: (usize, usize, Tiles) = (256, 64, Tiles { br: 64, bc: 64 });
 
-/// One head of 64 columns at T = 256: the online and exact forms against stage 4's attention.
-fn at_length<W: Write>(out: &mut W, seeds: BookSeeds) -> Result<(), Error> {
-    let (t, d, tiles) = LENGTH;
+/// The chapter's comparison at length, T = 256 in tiles of 64 × 64.
+pub const BOOK_LENGTH: Length = Length {
+    t: LENGTH.0,
+    tiles: LENGTH.2,
+};
+
+/// One head of 64 columns at `length` (the chapter's where `None`, which prints no memory lines):
+/// the online and exact forms against stage 4's attention.
+fn at_length<W: Write>(
+    out: &mut W,
+    seeds: BookSeeds,
+    length: Option<Length>,
+) -> Result<AtLength, Error> {
+    let d = LENGTH.1;
+    let Length { t, tiles } = length.unwrap_or(BOOK_LENGTH);
     heading(
         out,
         &format!("Where the bits part: one head of {d} columns, T = {t}"),
@@ -205,15 +297,44 @@ fn at_length<W: Write>(out: &mut W, seeds: BookSeeds) -> Result<(), Error> {
     let naive = naive_attention(&q, &k, &v); // (T, D)
     let tiled = tiled_attention(&q, &k, &v, tiles);
     let exact = exact_attention(&q, &k, &v, tiles); // (T, D)
+    let report = AtLength {
+        length: Length { t, tiles },
+        tiled: Difference::between(&tiled.output, &naive),
+        exact: Difference::between(&exact, &naive),
+        naive_bytes: naive_held_bytes(t),
+        tiled_bytes: tiles.held_bytes(),
+    };
     let mut lines = tiles_lines(tiles, t);
-    lines.push(difference_line(
-        "tiled vs stage 4",
-        Difference::between(&tiled.output, &naive),
-    ));
-    lines.push(difference_line(
-        "exact vs stage 4",
-        Difference::between(&exact, &naive),
-    ));
+    lines.push(difference_line("tiled vs stage 4", report.tiled));
+    lines.push(difference_line("exact vs stage 4", report.exact));
+    if length.is_some() {
+        lines.extend(memory_lines(&report));
+    }
     cell(out, "length", "tiled_attention; exact_attention", &lines)?;
-    Ok(())
+    Ok(report)
+}
+
+/// What naive and tiled attention hold beyond Q, K, V and O, in floats and bytes.
+fn memory_lines(report: &AtLength) -> [String; 2] {
+    let Length { t, tiles } = report.length;
+    let Tiles { br, bc } = tiles;
+    [
+        format!(
+            "naive holds its T × T scores and weights: 2 × {t} × {t} floats, {}",
+            bytes(report.naive_bytes)
+        ),
+        format!(
+            "tiled holds one Br × Bc tile, m and ℓ per row: {br} × {bc} + 2 × {br} floats, {}",
+            bytes(report.tiled_bytes)
+        ),
+    ]
+}
+
+/// `8000000 bytes (7.63 MiB)`, in KiB below a MiB.
+fn bytes(n: usize) -> String {
+    let (kib, mib) = (n as f64 / 1024.0, n as f64 / (1024.0 * 1024.0));
+    match n < 1 << 20 {
+        true => format!("{n} bytes ({kib:.2} KiB)"),
+        false => format!("{n} bytes ({mib:.2} MiB)"),
+    }
 }

@@ -73,6 +73,24 @@ pub(super) fn blocks(n: usize, size: usize) -> impl Iterator<Item = Range<usize>
 }
 // ANCHOR_END: tiles
 
+/// How many bytes a float32 takes.
+const F32: usize = std::mem::size_of::<f32>();
+
+impl Tiles {
+    /// The bytes the tiled forward holds beyond Q, K, V and O while it runs: one (Br, Bc) tile of
+    /// scores, which becomes the tile's weights in place, and m and ℓ for each of the block's Br
+    /// rows. The same at every T.
+    pub fn held_bytes(&self) -> usize {
+        (self.br * self.bc + 2 * self.br) * F32
+    }
+}
+
+/// The bytes naive attention (stage 4's) holds beyond Q, K, V and O for one head of `t` tokens: its
+/// (T, T) scores and its (T, T) weights, 2·T² floats.
+pub fn naive_held_bytes(t: usize) -> usize {
+    2 * t * t * F32
+}
+
 // ANCHOR: score_tile
 /// The scores of query block `rows` against key tile `keys`, as stage 4 computes them:
 /// Q·Kᵀ / √D, with −∞ where a key comes after its query. (Br, D) · (D, Bc) -> (Br, Bc).

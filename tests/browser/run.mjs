@@ -26,6 +26,11 @@
 //   which is the chapter's sample after 200 steps; Start, Pause and Go on by hand change nothing, and
 //   the mask values -1e9 and 0 side by side are the two native runs; where service workers are
 //   blocked (so the page is not isolated), one thread, the panel saying why in one line;
+// - stage 6: `s6_flash.html?scores=…&context=T&tile=N&run` writes into <pre class="play-output"> what
+//   `cargo run --example s6_flash -- --scores … --context T --tile N` prints, for the chapter's input (no
+//   flags) and for edited scores with a reader's T and tile (T = 1000 in tiles of 48, and T = 4096); the
+//   walk shows each step's cell as printed, Next step by Next step; the memory and difference lines carry
+//   the printed numbers; bad scores, T and tiles show the command line's one-line message;
 // - generation from the book's checkpoint equals `s5_gpt generate --checkpoint` with the same flags;
 // - `s5_gpt.html?probs=P&temperature=T&top-k=K` writes into <pre class="play-probs"> what
 //   `s5_gpt generate --checkpoint C --prompt P … --probs` prints, for prompts with a space and a line
@@ -260,6 +265,100 @@ async function stageChecks(b) {
                 await page.close();
             }
         }
+    }
+}
+
+/** The panel's parameters for s6_flash's flags (`--scores 1,2 --context 100` is `scores=1,2&context=100`). */
+function flashParams(flags) {
+    const params = [];
+    for (let i = 0; i < flags.length; i += 2) {
+        params.push(`${flags[i].slice(2)}=${encodeURIComponent(flags[i + 1])}`);
+    }
+    return params.concat("run").join("&");
+}
+
+async function flashChecks(b) {
+    console.log("stage 6: the panel prints what s6_flash prints for the same flags, and walks its steps");
+    const runs = [
+        [],
+        ["--scores", "0.9,1.5,-0.3,2,1"],
+        ["--scores", "0.9,1.5,-0.3,2,1", "--context", "1000", "--tile", "48"],
+        ["--scores", "-1.25, 3,0.5", "--context", "4096", "--tile", "64"],
+    ];
+    const panel = ".play-panel[data-play=flash]";
+    for (const flags of runs) {
+        const want = cargo(["--example", "s6_flash", ...(flags.length ? ["--", ...flags] : [])]).stdout;
+        for (const edition of EDITIONS) {
+            const what = `${edition || "en/"}s6_flash ${flags.join(" ") || "(no flags)"}`;
+            const { page, state, message, errors } = await openPanel(b, `/${edition}s6_flash.html?${flashParams(flags)}`,
+                panel);
+            const got = await page.textContent("pre.play-output");
+            check(state === "done" && got === want && errors.length === 0, `${what}: ${want.length} bytes equal`,
+                state !== "done" ? `state ${state}: ${message} ${errors.join(" ")}` :
+                    got !== want ? firstDifference(got, want) : errors.join("\n"));
+            if (state === "done") {
+                await walkCheck(page, want, what);
+                await summaryCheck(page, want, flags, what);
+            }
+            await page.close();
+        }
+    }
+    await flashBadInputChecks(b);
+}
+
+/** Next step by Next step, the walk box shows each `[step n]` cell of the printed output. */
+async function walkCheck(page, want, what) {
+    const printed = want.split("\n\n").filter((cell) => /^\[step \d+\]/.test(cell));
+    const shown = [await page.textContent("pre.play-flash-step")];
+    while (!(await page.isDisabled(".play-flash-next"))) {
+        await page.click(".play-flash-next");
+        shown.push(await page.textContent("pre.play-flash-step"));
+    }
+    check(printed.length > 0 && JSON.stringify(shown) === JSON.stringify(printed),
+        `${what}: the walk shows its ${printed.length} steps one by one, each as printed`,
+        `shown ${JSON.stringify(shown)}\nprinted ${JSON.stringify(printed)}`);
+}
+
+/** The memory line carries the printed bytes (when --context or --tile is given), the difference line the
+ * printed largest difference, and the time line a time. */
+async function summaryCheck(page, want, flags, what) {
+    const memory = await page.textContent(".play-flash-memory");
+    const difference = await page.textContent(".play-flash-difference");
+    const time = await page.textContent(".play-flash-time");
+    const printedBytes = [...want.matchAll(/floats, (\d+) bytes/g)].map((m) => m[1]);
+    const sized = flags.includes("--context") || flags.includes("--tile");
+    const line = want.match(/^tiled vs stage 4: .*$/gm).pop();
+    const [, absolute, tiled] = line.match(/, (\S+) absolutely, ([\d.]+) ULPs of the largest output$/);
+    check((sized ? printedBytes.length === 2 : printedBytes.length === 0) &&
+        printedBytes.every((n) => memory.includes(n + " ")) && difference.includes(" " + tiled + " ") &&
+        difference.includes(absolute) &&
+        /\d+\.\d ms|\d+\.\d 毫秒/.test(time),
+        `${what}: memory "${memory}"; difference "${difference}"; time "${time}"`,
+        `printed bytes ${printedBytes.join(", ")}, printed tiled difference ${tiled} ULPs, ${absolute}`);
+}
+
+async function flashBadInputChecks(b) {
+    const cases = [
+        ["--scores", "1,x"],
+        ["--scores", "0.5,inf"],
+        ["--scores", ","],
+        ["--context", "0"],
+        ["--context", "5000"],
+        ["--context", "100", "--tile", "101"],
+        ["--tile", "0"],
+        ["--context", "abc"],
+    ];
+    for (const [i, flags] of cases.entries()) {
+        const edition = EDITIONS[i % EDITIONS.length];
+        const { page, state, message, errors } = await openPanel(b, `/${edition}s6_flash.html?${flashParams(flags)}`,
+            ".play-panel[data-play=flash]");
+        const line = (message || "").trim();
+        const want = nativeError(["--example", "s6_flash", "--", ...flags]);
+        const output = await page.textContent("pre.play-output");
+        check(state === "error" && (line === want || line === "error: " + want) && output === "" &&
+            errors.length === 0, `${edition || "en/"}s6_flash ${flags.join(" ")}: "${line}"`,
+            `state ${state}; native "${want}"; ${errors.join(" ")}`);
+        await page.close();
     }
 }
 
@@ -727,6 +826,7 @@ async function main() {
         // A group that throws (a native run that fails, a page that never finishes) fails alone.
         const groups = {
             stages: () => stageChecks(b),
+            flash: () => flashChecks(b),
             train: () => trainChecks(b),
             "train-by-hand": () => trainByHandChecks(b),
             generate: () => generateChecks(b),

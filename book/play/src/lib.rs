@@ -12,6 +12,7 @@
 //! | [`stage_output`] | `cargo run --example sN [-- --seed K]`, its stdout |
 //! | [`s1_query`] | stage 1's §3.3.1, for another query token |
 //! | [`stage_weights`] | the numbers behind the heat maps of stages 1, 3 and 4 |
+//! | [`s6_output`] | `cargo run --example s6_flash -- --scores X,… --context T --tile N`, its stdout |
 //! | [`Trainer`] | the lines of `s5_gpt --loss-csv F`, a few steps at a time |
 //! | [`Sampler`] | `s5_gpt generate --checkpoint DIR …` (also `--probs`), its stdout |
 //! | [`fma_self_check`] | the fast layer's fused multiply-add on WebAssembly, checked |
@@ -59,6 +60,8 @@ use attention_from_scratch::s5_gpt::generate::{Sampling, generate};
 use attention_from_scratch::s5_gpt::ops::MASK_VALUE;
 use attention_from_scratch::s5_gpt::tape::Tape;
 use attention_from_scratch::s5_gpt::train::Trainer as LessonTrainer;
+use attention_from_scratch::s6_flash::app::{Cli as FlashCli, MAX_CONTEXT};
+use attention_from_scratch::s6_flash::{AtLength, Difference};
 use attention_from_scratch::{BookSeeds, Error, s2_trainable, s3_causal, s4_multihead};
 use clap::{CommandFactory, Parser};
 use serde::Serialize;
@@ -104,6 +107,8 @@ pub fn page_facts() -> String {
         generate: generate.get_name().to_string(),
         generate_flags: flags_of(generate),
         checkpoint: format!("{PLAY_DIR}/{CHECKPOINT_DIR}"),
+        flash_flags: flags_of(&FlashCli::command()),
+        flash_max_context: MAX_CONTEXT,
     };
     json(&facts)
 }
@@ -131,6 +136,10 @@ struct Facts {
     generate_flags: BTreeMap<String, Flag>,
     /// The trained model's folder, from the crate's root.
     checkpoint: String,
+    /// Stage 6's flags (`--scores`, `--context`, `--tile`, …), by clap's id, and the longest
+    /// `--context` its walk takes.
+    flash_flags: BTreeMap<String, Flag>,
+    flash_max_context: usize,
 }
 
 /// A flag as the command line spells it, and its default value if it takes one.
@@ -195,6 +204,95 @@ pub fn stage_output(stage: &str, seed: &str) -> Result<String, JsError> {
     let mut out = Vec::new();
     run(&mut out, seeds).map_err(fail)?;
     Ok(String::from_utf8(out).expect("the stages print UTF-8"))
+}
+
+/// Stage 6 as `cargo run --example s6_flash -- --scores <scores> --context <context> --tile <tile>`
+/// runs it, as JSON: `{"flags": […], "output": "…", "steps": [[…], …], "length": {…}}`. Each of
+/// `scores`, `context` and `tile` is the text of its field, read by the example's own parser and
+/// checks; `""` leaves its flag out (the chapter's "journey", T = 256, tiles of 64). `flags` is
+/// the command line's words after `--`, `output` its stdout byte for byte, `steps` the walk's cells
+/// as printed, one list of lines per step, and `length` the comparison at length as numbers: T,
+/// Br, Bc, the tiled and exact forms' differences from stage 4, and the bytes naive and tiled
+/// attention hold there.
+#[wasm_bindgen]
+pub fn s6_output(scores: &str, context: &str, tile: &str) -> Result<String, JsError> {
+    let fields = [
+        ("--scores", scores),
+        ("--context", context),
+        ("--tile", tile),
+    ];
+    let flags: Vec<String> = (fields.iter())
+        .filter(|(_, text)| !text.is_empty())
+        .flat_map(|(flag, text)| [flag.to_string(), text.to_string()])
+        .collect();
+    // `--flag=…` keeps a reader's text one value, even when it starts with `-`.
+    let args = (fields.iter())
+        .filter(|(_, text)| !text.is_empty())
+        .map(|(flag, text)| format!("{flag}={text}"));
+    let cli = FlashCli::try_parse_from(std::iter::once("s6_flash".to_string()).chain(args))
+        .map_err(flag_error)?;
+    let mut out = Vec::new();
+    let report = cli.walk(&mut out).map_err(fail)?;
+    let value = FlashRun {
+        flags,
+        output: String::from_utf8(out).expect("the stage prints UTF-8"),
+        steps: report.steps,
+        length: FlashLength::new(&report.at_length),
+    };
+    Ok(json(&value))
+}
+
+/// What [`s6_output`] returns.
+#[derive(Serialize)]
+struct FlashRun {
+    flags: Vec<String>,
+    output: String,
+    steps: Vec<Vec<String>>,
+    length: FlashLength,
+}
+
+/// The comparison at length, as numbers.
+#[derive(Serialize)]
+struct FlashLength {
+    t: usize,
+    br: usize,
+    bc: usize,
+    tiled: FlashDifference,
+    exact: FlashDifference,
+    naive_bytes: usize,
+    tiled_bytes: usize,
+}
+
+impl FlashLength {
+    fn new(at: &AtLength) -> Self {
+        FlashLength {
+            t: at.length.t,
+            br: at.length.tiles.br,
+            bc: at.length.tiles.bc,
+            tiled: FlashDifference::new(at.tiled),
+            exact: FlashDifference::new(at.exact),
+            naive_bytes: at.naive_bytes,
+            tiled_bytes: at.tiled_bytes,
+        }
+    }
+}
+
+/// A [`Difference`]: the largest in ULPs, absolutely, and in ULPs of the largest output.
+#[derive(Serialize)]
+struct FlashDifference {
+    ulps: u64,
+    absolute: f32,
+    scaled_ulps: f32,
+}
+
+impl FlashDifference {
+    fn new(d: Difference) -> Self {
+        FlashDifference {
+            ulps: d.ulps,
+            absolute: d.absolute,
+            scaled_ulps: d.scaled_ulps,
+        }
+    }
 }
 
 /// Stage 1's §3.3.1 (cells #2–#7) for query token `query`, 0 to 5 in "Your journey starts with one
@@ -659,5 +757,43 @@ mod tests {
         assert_eq!(facts["generate_flags"]["temperature"]["default"], "1");
         assert_eq!(facts["mask_value"], "-1e9");
         assert_eq!(facts["tokens"][JOURNEY], "journey");
+        for id in ["scores", "context", "tile"] {
+            assert!(flag("flash_flags", id).is_some(), "no stage 6 flag {id}");
+        }
+        assert_eq!(facts["flash_max_context"], 4096);
+    }
+
+    /// Stage 6's panel prints what the example prints for the same flags, and refuses what it
+    /// refuses with its line.
+    #[test]
+    fn s6_output_is_the_examples_walk() {
+        let run: serde_json::Value =
+            serde_json::from_str(&s6_output("1,-2,0.5", "100", "48").unwrap()).unwrap();
+        let argv = [
+            "s6_flash",
+            "--scores",
+            "1,-2,0.5",
+            "--context",
+            "100",
+            "--tile",
+            "48",
+        ];
+        let mut native = Vec::new();
+        FlashCli::try_parse_from(argv)
+            .unwrap()
+            .walk(&mut native)
+            .unwrap();
+        assert_eq!(run["output"], String::from_utf8(native).unwrap());
+        assert_eq!(run["flags"], serde_json::json!(argv[1..]));
+        assert_eq!(run["steps"].as_array().unwrap().len(), 2);
+        assert_eq!(run["steps"][1][0], "[step 2] key 2");
+        assert_eq!(run["length"]["naive_bytes"], 80000);
+        assert_eq!(run["length"]["tiled_bytes"], 9600);
+        let chapter: serde_json::Value =
+            serde_json::from_str(&s6_output("", "", "").unwrap()).unwrap();
+        let mut book = Vec::new();
+        attention_from_scratch::s6_flash::run(&mut book, BookSeeds::default()).unwrap();
+        assert_eq!(chapter["output"], String::from_utf8(book).unwrap());
+        assert_eq!(chapter["flags"], serde_json::json!([]));
     }
 }

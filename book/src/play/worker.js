@@ -144,6 +144,8 @@ const ops = {
     s1_query: (query) => play.s1_query(query),
     stage_weights: (stage, seed, knob) => JSON.parse(play.stage_weights(stage, seed, knob)),
     page_facts: () => JSON.parse(play.page_facts()),
+    // {flags, output, steps, length}: stage 6's run for the three fields' text.
+    s6_output: (scores, context, tile) => JSON.parse(play.s6_output(scores, context, tile)),
     fma_self_check: (n, seed) => play.fma_self_check(n, seed),
     // What trains here: the build loaded, the product kernel it chose, the threads it runs on and, for
     // one thread, why.
