@@ -196,15 +196,16 @@ fn forward_block(
         l: vec![0.0; padded_rows],
         o: vec![0.0; padded_rows * kv.dp],
     };
-    let mut buffers = (
-        vec![[0.0; L]; c.d],
-        vec![[0.0; L]; tiles.bc.div_ceil(L) * L],
-    ); // (D, L), (Bc, L)
+    let mut qt = vec![[0.0; L]; padded_rows / L * c.d]; // (Br / L, D, L)
+    for (g, group) in groups(rows.clone(), L).enumerate() {
+        transpose_group(&mut qt[g * c.d..][..c.d], q, &group, c.d);
+    }
+    let mut buffers = (qt, vec![[0.0; L]; tiles.bc.div_ceil(L) * L]); // (Bc, L)
     let visible: Vec<_> = tiles.visible_key_tiles(&rows).collect();
-    forward_pass(&mut state, &rows, &visible, (q, kv), &mut buffers, c);
+    forward_pass(&mut state, &rows, &visible, kv, &mut buffers, c);
     let future = masked_keys(&rows, &state.m[..rows.len()], c);
     let future: Vec<_> = key_tiles(future, tiles.bc).collect();
-    forward_pass(&mut state, &rows, &future, (q, kv), &mut buffers, c);
+    forward_pass(&mut state, &rows, &future, kv, &mut buffers, c);
     for (r, (out, lse)) in out.chunks_exact_mut(c.d).zip(lse).enumerate() {
         let (o, l) = (&state.o[r * kv.dp..][..c.d], state.l[r]);
         out.iter_mut().zip(o).for_each(|(out, o)| *out = o / l);
@@ -212,23 +213,24 @@ fn forward_block(
     }
 }
 
-/// Each row group of block `rows` through key tiles `key_tiles` in order, with the buffers for its
-/// transposed rows of Q and a tile of scores.
+/// Block `rows` through key tiles `key_tiles` in order, each tile through every row group (which
+/// keeps the tile in the cache while the groups use it: the groups' states are independent), with
+/// the groups' transposed rows of Q and a buffer for a tile of scores.
 #[inline(always)]
 fn forward_pass(
     state: &mut Running,
     rows: &Range<usize>,
     key_tiles: &[Range<usize>],
-    (q, kv): (&[f32], Keys),
+    kv: Keys,
     (qt, s): &mut (Vec<Lanes>, Vec<Lanes>),
     c: Causal,
 ) {
     if key_tiles.is_empty() {
         return;
     }
-    for (g, group) in groups(rows.clone(), L).enumerate() {
-        transpose_group(qt, q, &group, c.d);
-        for keys in key_tiles {
+    for keys in key_tiles {
+        for (g, group) in groups(rows.clone(), L).enumerate() {
+            let qt = &qt[g * c.d..][..c.d];
             fold(state, g, (&group, keys.clone()), (qt, kv), s, c);
         }
     }
@@ -624,12 +626,13 @@ fn backward_matrix(
         dp,
     };
     let (mut d_vp, mut d_kp) = (vec![0.0; c.t * dp], vec![0.0; c.t * dp]);
+    let groups_per_block = tiles.br.div_ceil(L);
     let mut work = Work {
-        qt: vec![[0.0; L]; c.d],
-        gt: vec![[0.0; L]; c.d],
+        qt: vec![[0.0; L]; groups_per_block * c.d],
+        gt: vec![[0.0; L]; groups_per_block * c.d],
         p: vec![[0.0; L]; tiles.bc.div_ceil(L) * L],
         ds: vec![[0.0; L]; tiles.bc.div_ceil(L) * L],
-        d_q: vec![0.0; L * dp],
+        d_q: vec![0.0; groups_per_block * L * dp],
     };
     for rows in tiles.query_blocks(c.t) {
         let future = masked_keys(&rows, &lse[rows.clone()], c);
@@ -637,23 +640,21 @@ fn backward_matrix(
             .visible_key_tiles(&rows)
             .chain(key_tiles(future, tiles.bc))
             .collect();
-        for group in groups(rows, L) {
-            transpose_group(&mut work.qt, q, &group, c.d);
-            transpose_group(&mut work.gt, d_out, &group, c.d);
-            work.d_q.fill(0.0);
-            for keys in &key_tiles {
-                backward_tile(
-                    &mut work,
-                    (&mut d_vp, &mut d_kp),
-                    &given,
-                    lse,
-                    (&group, keys),
-                    c,
-                );
+        for (g, group) in groups(rows.clone(), L).enumerate() {
+            transpose_group(&mut work.qt[g * c.d..][..c.d], q, &group, c.d);
+            transpose_group(&mut work.gt[g * c.d..][..c.d], d_out, &group, c.d);
+        }
+        work.d_q.fill(0.0);
+        // Each tile through every row group while it is in the cache: dV[j] and dK[j] still take
+        // the groups' rows in increasing order, dQ[i] the tiles in increasing order.
+        for keys in &key_tiles {
+            for (g, group) in groups(rows.clone(), L).enumerate() {
+                let (d, given) = ((&mut d_vp[..], &mut d_kp[..]), &given);
+                backward_tile(&mut work, g, d, given, lse, (&group, keys), c);
             }
-            for (r, i) in group.enumerate() {
-                d_q[i * c.d..][..c.d].copy_from_slice(&work.d_q[r * dp..][..c.d]);
-            }
+        }
+        for (r, i) in rows.enumerate() {
+            d_q[i * c.d..][..c.d].copy_from_slice(&work.d_q[r * dp..][..c.d]);
         }
     }
     for (j, (d_v, d_k)) in d_v
@@ -666,8 +667,8 @@ fn backward_matrix(
     }
 }
 
-/// A row group's buffers in the backward pass: Q and dO transposed (D, L), a tile's P and dS
-/// (Bc, L), and the group's dQ (L, Dp).
+/// A query block's buffers in the backward pass: per row group Q and dO transposed (D, L) and dQ
+/// (L, Dp), and a tile's P and dS (Bc, L).
 struct Work {
     qt: Vec<Lanes>,
     gt: Vec<Lanes>,
@@ -683,6 +684,7 @@ struct Work {
 #[inline(always)]
 fn backward_tile(
     work: &mut Work,
+    gi: usize,
     (d_v, d_k): (&mut [f32], &mut [f32]),
     g: &Given,
     lse: &[f32],
@@ -690,9 +692,10 @@ fn backward_tile(
     c: Causal,
 ) {
     let (nk, dp, padded_keys) = (keys.len(), g.dp, keys.len().div_ceil(L) * L);
+    let (qt, gt) = (&work.qt[gi * c.d..][..c.d], &work.gt[gi * c.d..][..c.d]);
     score_tile(
         &mut work.p,
-        &work.qt,
+        qt,
         &g.kt,
         (group, keys),
         g.tp,
@@ -713,7 +716,7 @@ fn backward_tile(
         .zip(work.ds.chunks_exact_mut(L));
     for (t, (p, ds)) in tile.enumerate() {
         let first = keys.start + t * L;
-        dots::<L>(ds, &work.gt, &g.vt[first..], g.tp); // dP
+        dots::<L>(ds, gt, &g.vt[first..], g.tp); // dP
         for (n, (p, ds)) in p.iter_mut().zip(ds).enumerate() {
             *p = exp_lanes(std::array::from_fn(|r| p[r] - lse[r]));
             for r in 0..L {
@@ -746,7 +749,7 @@ fn backward_tile(
     for r0 in (0..rows).step_by(R) {
         each_chunk(
             dp,
-            &mut work.d_q[r0 * dp..],
+            &mut work.d_q[(gi * L + r0) * dp..],
             #[inline(always)]
             |o, c0| rows_times::<C>(&mut o[c0..], dp, [1.0; R], ds, r0, &k[c0..]),
             #[inline(always)]
