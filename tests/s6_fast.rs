@@ -8,6 +8,7 @@ use attention_from_scratch::rng::numpy::NumpyRandom;
 use attention_from_scratch::s5_gpt::app::Config;
 use attention_from_scratch::s5_gpt::backend::{Backend, Lesson};
 use attention_from_scratch::s5_gpt::beyond::Architecture;
+use attention_from_scratch::s5_gpt::fast::kernels::{self, AVX2_VAR, Lanes, PORTABLE_VAR};
 use attention_from_scratch::s5_gpt::fast::{Fast, team};
 use attention_from_scratch::s5_gpt::flash::{AttentionForm, FlashForm};
 use attention_from_scratch::s5_gpt::model::attention_scale;
@@ -203,4 +204,54 @@ fn the_sequels_model_with_tiled_attention_gives_the_same_losses_on_both_layers()
     let arch = Architecture::everything(4, 0.0);
     let (lesson, fast) = (tiled_losses(arch, true, 20), tiled_losses(arch, false, 20));
     assert!(lesson == fast, "the losses differ");
+}
+
+/// Set in a child process of this test binary, which then checks the narrower lanes.
+const NARROWER_CHILD: &str = "S6_FAST_NARROWER_CHILD";
+
+/// Runs `test` again in a child process with `switch` set, where the kernels run on `lanes` (the
+/// portable loops or AVX2's, not AVX-512's sixteen-key products): the op must still give the
+/// lesson's bits there.
+fn a_narrower_path_gives_the_lessons_bits(test: &str, switch: &str, lanes: Lanes) {
+    if std::env::var_os(NARROWER_CHILD).is_some() {
+        assert_eq!(kernels::lanes(), lanes, "{switch} did not switch the lanes");
+        for mask in [MASK_VALUE, 0.0] {
+            for (s, shape) in [[1, 1, 7, 4], [2, 3, 9, 6], [1, 2, 40, 64], [1, 1, 70, 72]]
+                .into_iter()
+                .enumerate()
+            {
+                for tiles in [Tiles::new(16, 16), Tiles::new(64, 64), Tiles::new(5, 7)] {
+                    agree(heads(shape, mask, tiles), s as u32);
+                }
+            }
+        }
+        return;
+    }
+    let child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", test])
+        .env(NARROWER_CHILD, "1")
+        .env(switch, "1")
+        .output()
+        .unwrap();
+    assert!(
+        child.status.success(),
+        "{}",
+        String::from_utf8_lossy(&child.stdout)
+    );
+}
+
+#[test]
+fn the_avx2_path_gives_the_lessons_bits() {
+    let lanes = match kernels::lanes() {
+        Lanes::Portable => Lanes::Portable,
+        _ => Lanes::Avx2,
+    };
+    let test = "the_avx2_path_gives_the_lessons_bits";
+    a_narrower_path_gives_the_lessons_bits(test, AVX2_VAR, lanes);
+}
+
+#[test]
+fn the_portable_path_gives_the_lessons_bits() {
+    let test = "the_portable_path_gives_the_lessons_bits";
+    a_narrower_path_gives_the_lessons_bits(test, PORTABLE_VAR, Lanes::Portable);
 }
