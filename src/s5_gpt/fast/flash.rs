@@ -266,16 +266,13 @@ fn score_tile(
         .enumerate()
     {
         let first = keys.start + g * L;
-        dots::<L>(s, qt, &kt[first..], tp);
-        for (n, s) in s.iter_mut().enumerate() {
-            for (r, s) in s.iter_mut().enumerate() {
-                *s = if first + n > group.start + r {
-                    mask
-                } else {
-                    *s * scale
-                };
-            }
-        }
+        let scores = Scores {
+            first,
+            row: group.start,
+            scale,
+            mask,
+        };
+        dots::<L>(s, qt, &kt[first..], tp, Some(scores));
     }
 }
 
@@ -355,13 +352,19 @@ fn exp_lanes(x: Lanes) -> Lanes {
 /// `out` (N, L): lane r of key n is `fma(a[r][d−1], b[n][d−1], … fma(a[r][0], b[n][0], 0))`, the
 /// lesson's `dot`.
 #[inline(always)]
-fn dots<const N: usize>(out: &mut [Lanes], at: &[Lanes], bt: &[f32], tp: usize) {
+fn dots<const N: usize>(
+    out: &mut [Lanes],
+    at: &[Lanes],
+    bt: &[f32],
+    tp: usize,
+    scores: Option<Scores>,
+) {
     let d = at.len();
     assert!(out.len() >= N && (d == 0 || bt.len() >= (d - 1) * tp + N));
     #[cfg(target_arch = "x86_64")]
     if N == L && kernels::lanes() == kernels::Lanes::Avx512 {
         // SAFETY: the CPU has AVX-512 (checked by `lanes`), and the bounds are asserted above.
-        return unsafe { dots_avx512(out, at, bt, tp) };
+        return unsafe { dots_avx512(out, at, bt, tp, scores) };
     }
     let mut acc = [[0.0; L]; N];
     for (a, b) in at.iter().zip(bt.chunks(tp)) {
@@ -373,6 +376,33 @@ fn dots<const N: usize>(out: &mut [Lanes], at: &[Lanes], bt: &[f32], tp: usize) 
         }
     }
     out[..N].copy_from_slice(&acc);
+    if let Some(x) = scores {
+        for (n, out) in out[..N].iter_mut().enumerate() {
+            let masked = x.masked_lanes(n);
+            for (r, out) in out.iter_mut().enumerate() {
+                *out = if r < masked { x.mask } else { *out * x.scale };
+            }
+        }
+    }
+}
+
+/// How [`dots`] turns its sums into scores, as `Causal::score` does: key `first + n` of the group
+/// whose first row is `row` is masked (the mask's value) in the lanes of earlier rows, and scaled
+/// (dot × scale) in the others.
+#[derive(Clone, Copy)]
+struct Scores {
+    first: usize,
+    row: usize,
+    scale: f32,
+    mask: f32,
+}
+
+impl Scores {
+    /// How many lanes, from the first, key `first + n` comes after: j > i for rows i < that.
+    #[inline(always)]
+    fn masked_lanes(self, n: usize) -> usize {
+        (self.first + n).saturating_sub(self.row).min(L)
+    }
 }
 
 /// [`dots`] for sixteen keys in AVX-512 registers: the same fused multiply-adds in the same order
@@ -383,8 +413,15 @@ fn dots<const N: usize>(out: &mut [Lanes], at: &[Lanes], bt: &[f32], tp: usize) 
 /// The CPU has AVX-512F; `out` holds L rows and `bt` (d − 1)·tp + L values.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn dots_avx512(out: &mut [Lanes], at: &[Lanes], bt: &[f32], tp: usize) {
+unsafe fn dots_avx512(
+    out: &mut [Lanes],
+    at: &[Lanes],
+    bt: &[f32],
+    tp: usize,
+    scores: Option<Scores>,
+) {
     use std::arch::x86_64::{__m512, _mm512_fmadd_ps, _mm512_loadu_ps, _mm512_set1_ps};
+    use std::arch::x86_64::{_mm512_mask_mov_ps, _mm512_mul_ps};
     use std::arch::x86_64::{_mm512_setzero_ps, _mm512_storeu_ps};
     let mut acc: [__m512; L] = [_mm512_setzero_ps(); L];
     for (p, a) in at.iter().enumerate() {
@@ -398,7 +435,13 @@ unsafe fn dots_avx512(out: &mut [Lanes], at: &[Lanes], bt: &[f32], tp: usize) {
             }
         }
     }
-    for (out, acc) in out.iter_mut().zip(acc) {
+    for (n, (out, mut acc)) in out.iter_mut().zip(acc).enumerate() {
+        if let Some(x) = scores {
+            // Scaled, then the mask's value in the lanes of the rows key n comes after.
+            let masked = (1u32 << x.masked_lanes(n)) - 1;
+            acc = _mm512_mul_ps(acc, _mm512_set1_ps(x.scale));
+            acc = _mm512_mask_mov_ps(acc, masked as u16, _mm512_set1_ps(x.mask));
+        }
         // SAFETY: `out` is sixteen floats.
         unsafe { _mm512_storeu_ps(out.as_mut_ptr(), acc) };
     }
@@ -716,7 +759,7 @@ fn backward_tile(
         .zip(work.ds.chunks_exact_mut(L));
     for (t, (p, ds)) in tile.enumerate() {
         let first = keys.start + t * L;
-        dots::<L>(ds, gt, &g.vt[first..], g.tp); // dP
+        dots::<L>(ds, gt, &g.vt[first..], g.tp, None); // dP
         for (n, (p, ds)) in p.iter_mut().zip(ds).enumerate() {
             *p = exp_lanes(std::array::from_fn(|r| p[r] - lse[r]));
             for r in 0..L {
