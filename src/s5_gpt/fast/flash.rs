@@ -8,7 +8,9 @@
 //! * **scores** (`dots`): lane r of key j holds `fma(q[r][D−1], k[j][D−1], … fma(q[r][0],
 //!   k[j][0], 0))`, the lesson's `dot`, with the sixteen rows of Q transposed into D vectors so
 //!   that each step over d is one vector of queries times one broadcast key value, for sixteen keys
-//!   at once. Then × scale, or the mask's value where j > i, chosen per lane.
+//!   at once (K transposed, so that those sixteen values are adjacent; with AVX-512 the sixteen
+//!   sums stay in registers, written with the CPU's own fused multiply-add intrinsics). Then ×
+//!   scale, or the mask's value where j > i, chosen per lane.
 //! * **softmax statistics**: per lane the running maximum folded over the tile's keys in order,
 //!   `expf` from [`super::kernels::expf`] (the library's own call where it does not cover, 0 where
 //!   the library gives exactly 0), the sum `sum += p` over the keys in order: the lanes are the rows,
@@ -25,6 +27,9 @@
 //! operations, masked pairs included. Work is shared out by whole outputs only: the forward pass by
 //! query blocks (each writes only its own rows), the backward pass by matrices of the (…, T, D)
 //! stack (each writes only its own gradients), so any number of threads gives the same bits.
+//! Within a block each key tile goes through all of the block's row groups before the next tile,
+//! while it is in the cache: the groups are independent rows, and each gradient row still takes its
+//! terms in the lesson's order. `tests/s6_fast.rs` compares every output with the lesson's.
 
 use std::ops::Range;
 
@@ -106,7 +111,7 @@ fn padded_width(d: usize) -> usize {
     d.div_ceil(L) * L
 }
 
-/// `0..n` from `start` cut into ranges of `size`, the last one shorter.
+/// `range` cut into ranges of `size`, the last one shorter.
 fn groups(range: Range<usize>, size: usize) -> impl Iterator<Item = Range<usize>> {
     let end = range.end;
     range.step_by(size).map(move |s| s..end.min(s + size))
@@ -161,7 +166,7 @@ pub fn tiled_forward(
     kernels::run(pieces.into_iter().map(|(_, p)| p).collect());
 }
 
-/// One matrix's K and V (or V and ... whatever the products read), padded ([`padded`]).
+/// One matrix's K, transposed ([`transposed`]), and V, padded ([`padded`]), for the forward pass.
 #[derive(Clone, Copy)]
 struct Keys<'a> {
     /// Kᵀ, (D, T + L).
