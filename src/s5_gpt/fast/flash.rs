@@ -531,21 +531,22 @@ fn rows_times<const W: usize>(
 }
 
 /// Output rows 0..K of `out` (keys, `dp` apart), W vectors of columns: for each query i < `rows`
-/// in order, `o = fma(w[key][i], x[i], o)` elementwise, x's rows `dp` apart: dV += Pᵀ·dO and dK +=
-/// dSᵀ·Q.
+/// in order, `o = fma(w_i[key], x[i], o)` elementwise, x's rows `dp` apart: dV += Pᵀ·dO and dK +=
+/// dSᵀ·Q. Query i's weights are lane i mod L of row group i / L, whose keys start `bcp` after the
+/// previous group's in `w`.
 // Index loops over the register tile's rows and columns, as in the product kernel.
 #[allow(clippy::needless_range_loop)]
 #[inline(always)]
 fn keys_times<const K: usize, const W: usize>(
     out: &mut [f32],
     dp: usize,
-    w: &[Lanes],
+    (w, bcp): (&[Lanes], usize),
     rows: usize,
     x: &[f32],
 ) {
-    assert!(rows <= L && w.len() >= K && out.len() >= (K - 1) * dp + W * L);
+    assert!(out.len() >= (K - 1) * dp + W * L && K <= bcp);
     assert!(rows == 0 || x.len() >= (rows - 1) * dp + W * L);
-    let w: &[Lanes; K] = w[..K].try_into().unwrap();
+    assert!(rows == 0 || w.len() >= (rows - 1) / L * bcp + K);
     let mut acc = [[[0.0f32; L]; W]; K];
     for r in 0..K {
         for c in 0..W {
@@ -556,9 +557,9 @@ fn keys_times<const K: usize, const W: usize>(
     for i in 0..rows {
         // SAFETY: i·dp + c·L + L ≤ (rows − 1)·dp + W·L ≤ x.len(), asserted above.
         let x: [Lanes; W] = std::array::from_fn(|c| unsafe { load(x, i * dp + c * L) });
+        let w = &w[i / L * bcp..][..K];
         for r in 0..K {
-            // SAFETY: i < rows ≤ L, asserted above.
-            let w = unsafe { *w[r].get_unchecked(i) };
+            let w = w[r][i % L];
             for c in 0..W {
                 for l in 0..L {
                     acc[r][c][l] = w.mul_add(x[c][l], acc[r][c][l]);
@@ -573,13 +574,20 @@ fn keys_times<const K: usize, const W: usize>(
     }
 }
 
-/// dV += Pᵀ·dO (or dK += dSᵀ·Q) for one tile: `out` from the tile's first key, `w` (keys, L) the
-/// tile's weights per row lane, `x` the group's rows: four keys at a time, then one.
+/// dV += Pᵀ·dO (or dK += dSᵀ·Q) for one tile and a block's `rows`: `out` from the tile's first
+/// key, `w` the tile's weights of each row group ((groups, bcp, L), `keys` of each used), `x` the
+/// block's rows: four keys at a time, then one.
 #[inline(always)]
-fn add_keys(out: &mut [f32], dp: usize, w: &[Lanes], rows: usize, x: &[f32]) {
+fn add_keys(
+    out: &mut [f32],
+    dp: usize,
+    (w, bcp, keys): (&[Lanes], usize, usize),
+    rows: usize,
+    x: &[f32],
+) {
     let mut j = 0;
-    while j + R <= w.len() {
-        let (o, w) = (&mut out[j * dp..], &w[j..j + R]);
+    while j + R <= keys {
+        let (o, w) = (&mut out[j * dp..], (&w[j..], bcp));
         each_chunk(
             dp,
             o,
@@ -590,8 +598,8 @@ fn add_keys(out: &mut [f32], dp: usize, w: &[Lanes], rows: usize, x: &[f32]) {
         );
         j += R;
     }
-    for j in j..w.len() {
-        let (o, w) = (&mut out[j * dp..], &w[j..j + 1]);
+    for j in j..keys {
+        let (o, w) = (&mut out[j * dp..], (&w[j..], bcp));
         each_chunk(
             dp,
             o,
@@ -678,8 +686,9 @@ fn backward_matrix(
     let mut work = Work {
         qt: vec![[0.0; L]; groups_per_block * c.d],
         gt: vec![[0.0; L]; groups_per_block * c.d],
-        p: vec![[0.0; L]; tiles.bc.div_ceil(L) * L],
-        ds: vec![[0.0; L]; tiles.bc.div_ceil(L) * L],
+        p: vec![[0.0; L]; groups_per_block * tiles.bc.div_ceil(L) * L],
+        ds: vec![[0.0; L]; groups_per_block * tiles.bc.div_ceil(L) * L],
+        bcp: tiles.bc.div_ceil(L) * L,
         d_q: vec![0.0; groups_per_block * L * dp],
     };
     for rows in tiles.query_blocks(c.t) {
@@ -697,9 +706,15 @@ fn backward_matrix(
         // the groups' rows in increasing order, dQ[i] the tiles in increasing order.
         for keys in &key_tiles {
             for (g, group) in groups(rows.clone(), L).enumerate() {
-                let (d, given) = ((&mut d_vp[..], &mut d_kp[..]), &given);
-                backward_tile(&mut work, g, d, given, lse, (&group, keys), c);
+                backward_tile(&mut work, g, &given, lse, (&group, keys), c);
             }
+            // dV += Pᵀ·dO and dK += dSᵀ·Q over all of the block's rows in order, with the
+            // tile's rows of dV and dK held in registers the while.
+            let (n, start) = (rows.len(), rows.start * dp);
+            let (d_v, d_k) = (&mut d_vp[keys.start * dp..], &mut d_kp[keys.start * dp..]);
+            let (p, ds) = (&work.p[..], &work.ds[..]);
+            add_keys(d_v, dp, (p, work.bcp, keys.len()), n, &given.d_out[start..]);
+            add_keys(d_k, dp, (ds, work.bcp, keys.len()), n, &given.q[start..]);
         }
         for (r, i) in rows.enumerate() {
             d_q[i * c.d..][..c.d].copy_from_slice(&work.d_q[r * dp..][..c.d]);
@@ -722,6 +737,8 @@ struct Work {
     gt: Vec<Lanes>,
     p: Vec<Lanes>,
     ds: Vec<Lanes>,
+    /// Keys per row group in `p` and `ds`: Bc rounded up to a multiple of L.
+    bcp: usize,
     d_q: Vec<f32>,
 }
 
@@ -733,7 +750,6 @@ struct Work {
 fn backward_tile(
     work: &mut Work,
     gi: usize,
-    (d_v, d_k): (&mut [f32], &mut [f32]),
     g: &Given,
     lse: &[f32],
     (group, keys): (&Range<usize>, &Range<usize>),
@@ -741,14 +757,8 @@ fn backward_tile(
 ) {
     let (nk, dp, padded_keys) = (keys.len(), g.dp, keys.len().div_ceil(L) * L);
     let (qt, gt) = (&work.qt[gi * c.d..][..c.d], &work.gt[gi * c.d..][..c.d]);
-    score_tile(
-        &mut work.p,
-        qt,
-        &g.kt,
-        (group, keys),
-        g.tp,
-        (c.scale, c.mask_value),
-    );
+    let (p, ds) = (&mut work.p[gi * work.bcp..], &mut work.ds[gi * work.bcp..]);
+    score_tile(p, qt, &g.kt, (group, keys), g.tp, (c.scale, c.mask_value));
     let lane = |x: &[f32]| -> Lanes {
         std::array::from_fn(|r| {
             if r < group.len() {
@@ -759,9 +769,9 @@ fn backward_tile(
         })
     };
     let (lse, delta) = (lane(lse), lane(&g.delta));
-    let tile = work.p[..padded_keys]
+    let tile = p[..padded_keys]
         .chunks_exact_mut(L)
-        .zip(work.ds.chunks_exact_mut(L));
+        .zip(ds.chunks_exact_mut(L));
     for (t, (p, ds)) in tile.enumerate() {
         let first = keys.start + t * L;
         dots::<L>(ds, gt, &g.vt[first..], g.tp, None); // dP
@@ -777,22 +787,8 @@ fn backward_tile(
             }
         }
     }
-    let (p, ds) = (&work.p[..nk], &work.ds[..nk]);
+    let ds = &ds[..nk];
     let rows = group.len();
-    add_keys(
-        &mut d_v[keys.start * dp..],
-        dp,
-        p,
-        rows,
-        &g.d_out[group.start * dp..],
-    );
-    add_keys(
-        &mut d_k[keys.start * dp..],
-        dp,
-        ds,
-        rows,
-        &g.q[group.start * dp..],
-    );
     let k = &g.k[keys.start * dp..];
     for r0 in (0..rows).step_by(R) {
         each_chunk(
