@@ -743,9 +743,9 @@ struct Work {
 }
 
 /// One tile's share of the gradients for a row group, the lesson's `backward_tile` per lane: P =
-/// e^(score − lse), dP = dot(dO_i, v_j), dS = 0 where j > i, else P·(dP − D_i)·scale; then
-/// dV\[j\] += P·dO_i and dK\[j\] += dS·q_i over the group's rows in order, dQ\[i\] += dS·k_j over
-/// the tile's keys in order.
+/// e^(score − lse), dP = dot(dO_i, v_j), dS = 0 where j > i, else P·(dP − D_i)·scale, kept in
+/// the group's part of the buffers for dV and dK (added once every group of the block has its);
+/// then dQ\[i\] += dS·k_j over the tile's keys in order.
 #[inline(always)]
 fn backward_tile(
     work: &mut Work,
