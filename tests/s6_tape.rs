@@ -329,7 +329,7 @@ fn the_tiled_forms_gradients_are_close_to_the_naive_graphs() {
 }
 
 /// The losses of the chapter's first `steps` training steps with `architecture`, on the fast layer
-/// (which runs the FlashAttention op through the lesson's functions).
+/// (whose kernels for the tiled form give the lesson's bits, `tests/s6_fast.rs`).
 fn losses(architecture: Architecture, steps: usize) -> Vec<f32> {
     let cfg = Config {
         recipe: Recipe {

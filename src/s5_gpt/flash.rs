@@ -17,8 +17,9 @@
 //! Both take stage 3's dropout on the weights while training ([`FlashDropout`]), with the mask the
 //! naive graph's `Dropout` node would draw from the same generator, drawn again in each pass.
 //!
-//! The fast layer ([`super::fast::Fast`]) has no kernel for this op yet: it falls back to these
-//! lesson functions, so a run with either backend gives the same bits.
+//! The fast layer ([`super::fast::Fast`]) runs the tiled form without dropout in kernels of its
+//! own, which give these functions' bits; for the exact form and for dropout it calls these lesson
+//! functions. A run with either backend gives the same bits.
 
 use std::ops::Range;
 
@@ -259,7 +260,7 @@ fn matrices<'a>(qkv: Qkv<'a>, c: Causal) -> impl Iterator<Item = Qkv<'a>> {
 }
 
 /// `keys` cut into tiles of `bc`, the last one shorter.
-fn key_tiles(keys: Range<usize>, bc: usize) -> impl Iterator<Item = Range<usize>> {
+pub(crate) fn key_tiles(keys: Range<usize>, bc: usize) -> impl Iterator<Item = Range<usize>> {
     let end = keys.end;
     keys.step_by(bc)
         .map(move |start| start..end.min(start + bc))
@@ -270,7 +271,7 @@ fn key_tiles(keys: Range<usize>, bc: usize) -> impl Iterator<Item = Range<usize>
 /// (its maximum m in the forward pass, its log-sum-exp, which is at least m, in the backward).
 /// Then those tiles are skipped, not computed; with the tutorial's −1e9 they always are. With a
 /// mask value of 0 the future keeps some weight, and its tiles are computed like the others.
-fn masked_keys(rows: &Range<usize>, x: &[f32], c: Causal) -> Range<usize> {
+pub(crate) fn masked_keys(rows: &Range<usize>, x: &[f32], c: Causal) -> Range<usize> {
     let weighted = x.iter().any(|&x| libm::expf(c.mask_value - x) != 0.0);
     if weighted { rows.end..c.t } else { c.t..c.t }
 }

@@ -3,6 +3,7 @@
 //!
 //! | module | what it adds | why the bits stay the same |
 //! |---|---|---|
+//! | [`flash`] | the FlashAttention op's tiled form without dropout: sixteen query rows per vector, scores, softmax statistics and products in register tiles, query blocks (forward) or matrices (backward) on the threads | each lane does one row's operations in the lesson's order, over the lesson's tiles; every sum takes its terms in the lesson's order, by one fused multiply-add each |
 //! | [`kernels`] | matrix products in tiles over blocks of k, B packed panel by panel (a transposed B in 8×8 squares); AVX-512 or AVX2 loops, with FMA; pairwise sums a vector block at a time | each output still adds its terms in the lesson's order, each with one fused multiply-add; a sum keeps the lesson's blocks and tree |
 //! | [`tiles`] | the tile for each kind of core (12×32 or 8×32 AVX-512, 6×16 AVX2, plain), chosen at start-up | every tile adds the same terms to an output in the same order |
 //! | [`layers`] | scale, mask, heads, transpose, dropout and LayerNorm on the threads | each band runs the lesson's operations on whole rows, matrices or columns |
@@ -12,10 +13,11 @@
 //! | [`wasm_fma`] | on WebAssembly, the products' fused multiply-adds from float64 lanes | float64 holds a·b exactly, and the rare sums that could round twice are finished exactly |
 //!
 //! The embeddings and the loss's backward pass, where little time goes, run the lesson's
-//! functions, and so, for now, does the FlashAttention op ([`super::flash`]), which has no kernel
-//! here yet. `tests/s5_layers.rs` checks every op, forward and backward, and
+//! functions, and so do the FlashAttention op's exact form and its forms with dropout
+//! ([`super::flash`]); its tiled form without dropout runs [`flash`]'s kernels. `tests/s5_layers.rs` checks every op, forward and backward, and
 //! whole training runs against the lesson.
 
+pub mod flash;
 pub mod kernels;
 pub mod layers;
 pub mod pool;
@@ -109,6 +111,7 @@ impl Backend for Fast {
                 let (x, w, b) = (&v(x).data, &v(w).data, &v(b).data);
                 layers::layer_norm_forward(o, (mean, rstd), x, w, b);
             }
+            Op::FlashAttention(node) if flash::runs(node) => flash::forward(node, values, o),
             _ => Lesson.forward(op, values, out),
         }
     }
@@ -166,6 +169,9 @@ impl Backend for Fast {
             (Op::Gelu { x, tanh }, [d_x]) => gelu_backward(d_x, d_out, &v(x).data, tanh),
             (Op::Linear { x, w, .. }, [d_x, d_w, d_b]) => {
                 linear_backward(d_x, d_w, d_b, d_out, &v(x).data, &v(w).data)
+            }
+            (Op::FlashAttention(node), [d_v, d_q, d_k]) if flash::runs(node) => {
+                flash::backward(node, values, (&out.data, d_out), [d_v, d_q, d_k])
             }
             _ => Lesson.backward(op, values, out, d_out, d_inputs),
         }

@@ -1,0 +1,803 @@
+//! Fast layer. The FlashAttention op's tiled form ([`crate::s5_gpt::flash::tiled_forward`] and
+//! [`crate::s5_gpt::flash::tiled_backward`]) without dropout, in register tiles: the lesson's bits.
+//!
+//! The lesson walks one query row at a time through the key tiles of its block. Here sixteen rows
+//! of a block go together, one per vector lane ([`L`]), and every lane does its row's operations
+//! in the lesson's order:
+//!
+//! * **scores** (`dots`): lane r of key j holds `fma(q[r][D−1], k[j][D−1], … fma(q[r][0],
+//!   k[j][0], 0))`, the lesson's `dot`, with the sixteen rows of Q transposed into D vectors so
+//!   that each step over d is one vector of queries times one broadcast key value, for sixteen keys
+//!   at once (K transposed, so that those sixteen values are adjacent; with AVX-512 the sixteen
+//!   sums stay in registers, written with the CPU's own fused multiply-add intrinsics). Then ×
+//!   scale, or the mask's value where j > i, chosen per lane.
+//! * **softmax statistics**: per lane the running maximum folded over the tile's keys in order,
+//!   `expf` from [`super::kernels::expf`] (the library's own call where it does not cover, 0 where
+//!   the library gives exactly 0), the sum `sum += p` over the keys in order: the lanes are the rows,
+//!   so each row keeps its sequential order for free.
+//! * **products with V, K, Q or dO** (`rows_times`, `keys_times`): four rows by up to 64
+//!   columns of outputs held in registers while the contraction runs, each output getting its
+//!   terms by one fused multiply-add each, in the lesson's order: O\[i\] and dQ\[i\] over the keys
+//!   j in increasing order, dV\[j\] and dK\[j\] over the queries i in increasing order (query blocks
+//!   in order, a block's rows in order).
+//!
+//! The tiles are the lesson's: its query blocks of Br, and for each block the same key tiles (the
+//! last visible one cut at the block's end, the masked future ones computed exactly when the lesson
+//! computes them), so every row sees the same tile boundaries and every visited pair the same
+//! operations, masked pairs included. Work is shared out by whole outputs only: the forward pass by
+//! query blocks (each writes only its own rows), the backward pass by matrices of the (…, T, D)
+//! stack (each writes only its own gradients), so any number of threads gives the same bits.
+//! Within a block each key tile goes through all of the block's row groups before the next tile,
+//! while it is in the cache: the groups are independent rows, and each gradient row still takes its
+//! terms in the lesson's order. `tests/s6_fast.rs` compares every output with the lesson's.
+
+use std::ops::Range;
+
+use super::exp_is_zero;
+use super::kernels::{self, Piece, vectorised};
+use super::team;
+use crate::s5_gpt::flash::{Causal, FlashForm, FlashNode, key_tiles, masked_keys};
+use crate::s5_gpt::tensor::Tensor;
+use crate::s6_flash::Tiles;
+
+/// Query rows per group: one per lane of a sixteen-wide vector (one AVX-512 register, two AVX2
+/// ones).
+pub const L: usize = 16;
+/// One value per row of a group.
+type Lanes = [f32; L];
+/// Output rows (or key rows) of a register tile of products.
+const R: usize = 4;
+/// Vectors of L columns of a register tile of products (64 columns).
+const C: usize = 4;
+
+/// Whether this node runs here: the tiled form without dropout. Everything else runs the lesson's
+/// functions.
+pub fn runs(node: &FlashNode) -> bool {
+    matches!(node.form, FlashForm::Tiled(_)) && node.dropout.is_none()
+}
+
+/// The node's forward pass into `out` (…, T, D), its log-sum-exp kept in the node, as
+/// [`FlashNode::forward`] does for the tiled form.
+pub fn forward(node: &mut FlashNode, values: &[Tensor], out: &mut [f32]) {
+    let FlashForm::Tiled(tiles) = node.form else {
+        panic!("the fast FlashAttention kernel runs the tiled form only")
+    };
+    let qkv = node.qkv.map(|x| &values[x.0].data[..]);
+    node.lse = vec![0.0; out.len() / node.causal.d];
+    tiled_forward((out, &mut node.lse), qkv, node.causal, tiles);
+}
+
+/// The node's backward pass: (dV, dQ, dK) from the output and its gradient, as
+/// [`FlashNode::backward`] does for the tiled form.
+pub fn backward(
+    node: &FlashNode,
+    values: &[Tensor],
+    (out, d_out): (&[f32], &[f32]),
+    d: [&mut [f32]; 3],
+) {
+    let FlashForm::Tiled(tiles) = node.form else {
+        panic!("the fast FlashAttention kernel runs the tiled form only")
+    };
+    let qkv = node.qkv.map(|x| &values[x.0].data[..]);
+    tiled_backward(d, d_out, (out, &node.lse), qkv, node.causal, tiles);
+}
+
+/// A (T, D) matrix copied with its rows `dp` wide (D rounded up to a multiple of [`L`], zeros
+/// after D) and [`L`] rows of zeros after T, so that a vector of columns, or a group of sixteen
+/// keys that runs past the last one, always reads inside it. (T + L, Dp).
+fn padded(x: &[f32], c: Causal, dp: usize) -> Vec<f32> {
+    let mut out = vec![0.0; (c.t + L) * dp];
+    for (row, x) in out.chunks_exact_mut(dp).zip(x.chunks_exact(c.d)) {
+        row[..c.d].copy_from_slice(x);
+    }
+    out
+}
+
+/// A (T, D) matrix transposed, (D, T + L), zeros after T: a group of sixteen keys from any key
+/// is sixteen consecutive values of each row.
+fn transposed(x: &[f32], c: Causal) -> Vec<f32> {
+    let tp = c.t + L;
+    let mut out = vec![0.0; c.d * tp];
+    for (j, x) in x.chunks_exact(c.d).enumerate() {
+        for (p, &x) in x.iter().enumerate() {
+            out[p * tp + j] = x;
+        }
+    }
+    out
+}
+
+/// D rounded up to a multiple of [`L`].
+fn padded_width(d: usize) -> usize {
+    d.div_ceil(L) * L
+}
+
+/// `range` cut into ranges of `size`, the last one shorter.
+fn groups(range: Range<usize>, size: usize) -> impl Iterator<Item = Range<usize>> {
+    let end = range.end;
+    range.step_by(size).map(move |s| s..end.min(s + size))
+}
+
+/// The lesson's tiled forward pass without dropout: O (…, T, D) and each row's log-sum-exp (…, T).
+/// K and V are padded once per matrix; then each query block is a piece of work for the threads,
+/// the blocks with most keys first.
+pub fn tiled_forward(
+    (out, lse): (&mut [f32], &mut [f32]),
+    qkv: [&[f32]; 3],
+    c: Causal,
+    tiles: Tiles,
+) {
+    let n = c.t * c.d;
+    if n == 0 {
+        return;
+    }
+    let dp = padded_width(c.d);
+    let [q, k, v] = qkv;
+    let mut packed: Vec<[Vec<f32>; 2]> = vec![[vec![], vec![]]; out.len() / n];
+    let matrices = packed
+        .iter_mut()
+        .zip(k.chunks_exact(n).zip(v.chunks_exact(n)));
+    team::for_each(matrices, |(kv, (k, v))| {
+        *kv = [transposed(k, c), padded(v, c, dp)]
+    });
+    let mut pieces: Vec<(usize, Piece)> = vec![];
+    let outputs = out.chunks_exact_mut(n).zip(lse.chunks_exact_mut(c.t));
+    for (((out, lse), q), [k, v]) in outputs.zip(q.chunks_exact(n)).zip(&packed) {
+        let blocks = out.chunks_mut(tiles.br * c.d).zip(lse.chunks_mut(tiles.br));
+        for (rows, (out, lse)) in tiles.query_blocks(c.t).zip(blocks) {
+            let (keys, end) = (
+                Keys {
+                    kt: k,
+                    v,
+                    dp,
+                    tp: c.t + L,
+                },
+                rows.end,
+            );
+            let piece = move || {
+                vectorised(
+                    #[inline(always)]
+                    || forward_block(rows, q, keys, c, tiles, (out, lse)),
+                )
+            };
+            pieces.push((end, Box::new(piece)));
+        }
+    }
+    pieces.sort_by_key(|(end, _)| std::cmp::Reverse(*end));
+    kernels::run(pieces.into_iter().map(|(_, p)| p).collect());
+}
+
+/// One matrix's K, transposed ([`transposed`]), and V, padded ([`padded`]), for the forward pass.
+#[derive(Clone, Copy)]
+struct Keys<'a> {
+    /// Kᵀ, (D, T + L).
+    kt: &'a [f32],
+    tp: usize,
+    v: &'a [f32],
+    dp: usize,
+}
+
+/// A query block's running state: per row m and ℓ, and O (rows rounded up to groups of [`L`], Dp).
+struct Running {
+    m: Vec<f32>,
+    l: Vec<f32>,
+    o: Vec<f32>,
+}
+
+/// One query block of the forward pass, as the lesson's `tiled_forward` runs it: each group of
+/// sixteen rows through the visible key tiles, then (when some row gives the mask weight) through
+/// the future ones, then O / ℓ and m + ln ℓ into the block's rows of `out` (Br, D) and `lse` (Br).
+#[inline(always)]
+fn forward_block(
+    rows: Range<usize>,
+    q: &[f32],
+    kv: Keys,
+    c: Causal,
+    tiles: Tiles,
+    (out, lse): (&mut [f32], &mut [f32]),
+) {
+    let padded_rows = rows.len().div_ceil(L) * L;
+    let mut state = Running {
+        m: vec![f32::NEG_INFINITY; padded_rows],
+        l: vec![0.0; padded_rows],
+        o: vec![0.0; padded_rows * kv.dp],
+    };
+    let mut qt = vec![[0.0; L]; padded_rows / L * c.d]; // (Br / L, D, L)
+    for (g, group) in groups(rows.clone(), L).enumerate() {
+        transpose_group(&mut qt[g * c.d..][..c.d], q, &group, c.d);
+    }
+    let mut buffers = (qt, vec![[0.0; L]; tiles.bc.div_ceil(L) * L]); // (Bc, L)
+    let visible: Vec<_> = tiles.visible_key_tiles(&rows).collect();
+    forward_pass(&mut state, &rows, &visible, kv, &mut buffers, c);
+    let future = masked_keys(&rows, &state.m[..rows.len()], c);
+    let future: Vec<_> = key_tiles(future, tiles.bc).collect();
+    forward_pass(&mut state, &rows, &future, kv, &mut buffers, c);
+    for (r, (out, lse)) in out.chunks_exact_mut(c.d).zip(lse).enumerate() {
+        let (o, l) = (&state.o[r * kv.dp..][..c.d], state.l[r]);
+        out.iter_mut().zip(o).for_each(|(out, o)| *out = o / l);
+        *lse = state.m[r] + libm::logf(l);
+    }
+}
+
+/// Block `rows` through key tiles `key_tiles` in order, each tile through every row group (which
+/// keeps the tile in the cache while the groups use it: the groups' states are independent), with
+/// the groups' transposed rows of Q and a buffer for a tile of scores.
+#[inline(always)]
+fn forward_pass(
+    state: &mut Running,
+    rows: &Range<usize>,
+    key_tiles: &[Range<usize>],
+    kv: Keys,
+    (qt, s): &mut (Vec<Lanes>, Vec<Lanes>),
+    c: Causal,
+) {
+    if key_tiles.is_empty() {
+        return;
+    }
+    for keys in key_tiles {
+        for (g, group) in groups(rows.clone(), L).enumerate() {
+            let qt = &qt[g * c.d..][..c.d];
+            fold(state, g, (&group, keys.clone()), (qt, kv), s, c);
+        }
+    }
+}
+
+/// Rows `group` of `x` (T, d) transposed into `xt` (d, L), zeros in the lanes past the group's end.
+#[inline(always)]
+fn transpose_group(xt: &mut [Lanes], x: &[f32], group: &Range<usize>, d: usize) {
+    for (p, lanes) in xt.iter_mut().enumerate() {
+        for (r, lane) in lanes.iter_mut().enumerate() {
+            *lane = if r < group.len() {
+                x[(group.start + r) * d + p]
+            } else {
+                0.0
+            };
+        }
+    }
+}
+
+/// The scores of a row group against key tile `keys`, into `s` (Bc, L): per lane (row i) and key
+/// j, the lesson's `Causal::score`: `dot(q_i, k_j) × scale`, or the mask's value where j > i.
+#[inline(always)]
+fn score_tile(
+    s: &mut [Lanes],
+    qt: &[Lanes],
+    kt: &[f32],
+    (group, keys): (&Range<usize>, &Range<usize>),
+    tp: usize,
+    (scale, mask): (f32, f32),
+) {
+    for (g, s) in s[..keys.len().div_ceil(L) * L]
+        .chunks_exact_mut(L)
+        .enumerate()
+    {
+        let first = keys.start + g * L;
+        let scores = Scores {
+            first,
+            row: group.start,
+            scale,
+            mask,
+        };
+        dots::<L>(s, qt, &kt[first..], tp, Some(scores));
+    }
+}
+
+/// Folds key tile `keys` into row group `g`'s running state, per lane as the lesson's
+/// `Running::fold` does per row: scores, m_new = the fold of max over the keys in order, rescale =
+/// e^(m_old − m_new), P = e^(S − m_new) with `sum += p` in key order, O ← O·rescale + P·V, ℓ ←
+/// ℓ·rescale + sum.
+#[inline(always)]
+fn fold(
+    state: &mut Running,
+    g: usize,
+    (group, keys): (&Range<usize>, Range<usize>),
+    (qt, kv): (&[Lanes], Keys),
+    s: &mut [Lanes],
+    c: Causal,
+) {
+    let (nk, dp) = (keys.len(), kv.dp);
+    score_tile(s, qt, kv.kt, (group, &keys), kv.tp, (c.scale, c.mask_value));
+    let m_old: Lanes = state.m[g * L..][..L].try_into().unwrap();
+    let mut m_new = m_old;
+    for s in &s[..nk] {
+        for (m, &s) in m_new.iter_mut().zip(s) {
+            *m = m.max(s);
+        }
+    }
+    let rescale = exp_lanes(std::array::from_fn(|r| m_old[r] - m_new[r]));
+    let mut sum = [0.0; L];
+    for s in &mut s[..nk] {
+        *s = exp_lanes(std::array::from_fn(|r| s[r] - m_new[r]));
+        for (sum, &p) in sum.iter_mut().zip(&*s) {
+            *sum += p;
+        }
+    }
+    let o = &mut state.o[g * L * dp..][..L * dp];
+    let v = &kv.v[keys.start * dp..];
+    for r0 in (0..group.len()).step_by(R) {
+        let pre: [f32; R] = std::array::from_fn(|r| rescale[r0 + r]);
+        each_chunk(
+            dp,
+            &mut o[r0 * dp..],
+            #[inline(always)]
+            |o, c0| rows_times::<C>(&mut o[c0..], dp, pre, &s[..nk], r0, &v[c0..]),
+            #[inline(always)]
+            |o, c0| rows_times::<1>(&mut o[c0..], dp, pre, &s[..nk], r0, &v[c0..]),
+        );
+    }
+    let l = &mut state.l[g * L..][..L];
+    for (r, l) in l.iter_mut().enumerate() {
+        *l = *l * rescale[r] + sum[r];
+    }
+    state.m[g * L..][..L].copy_from_slice(&m_new);
+}
+
+/// `libm::expf` of each lane: [`kernels::expf`] where it covers, 0 where the library gives exactly
+/// 0, and the library's own call for the rest (near underflow, NaN).
+#[inline(always)]
+fn exp_lanes(x: Lanes) -> Lanes {
+    let mut rare = false;
+    let mut out = [0.0; L];
+    for (o, &x) in out.iter_mut().zip(&x) {
+        let zero = exp_is_zero(x);
+        rare |= !kernels::expf_covers(x) & !zero;
+        *o = if zero { 0.0 } else { kernels::expf(x) };
+    }
+    if rare {
+        for (o, &x) in out.iter_mut().zip(&x) {
+            if !kernels::expf_covers(x) && !exp_is_zero(x) {
+                *o = libm::expf(x);
+            }
+        }
+    }
+    out
+}
+
+/// For `N` keys (columns of `bt`, K transposed with rows `tp` apart) and the L rows whose columns
+/// are `at` (d, L), into
+/// `out` (N, L): lane r of key n is `fma(a[r][d−1], b[n][d−1], … fma(a[r][0], b[n][0], 0))`, the
+/// lesson's `dot`.
+#[inline(always)]
+fn dots<const N: usize>(
+    out: &mut [Lanes],
+    at: &[Lanes],
+    bt: &[f32],
+    tp: usize,
+    scores: Option<Scores>,
+) {
+    let d = at.len();
+    assert!(out.len() >= N && (d == 0 || bt.len() >= (d - 1) * tp + N));
+    #[cfg(target_arch = "x86_64")]
+    if N == L && kernels::lanes() == kernels::Lanes::Avx512 {
+        // SAFETY: the CPU has AVX-512 (checked by `lanes`), and the bounds are asserted above.
+        return unsafe { dots_avx512(out, at, bt, tp, scores) };
+    }
+    let mut acc = [[0.0; L]; N];
+    for (a, b) in at.iter().zip(bt.chunks(tp)) {
+        let b: &[f32; N] = b[..N].try_into().unwrap();
+        for (acc, &b) in acc.iter_mut().zip(b) {
+            for l in 0..L {
+                acc[l] = a[l].mul_add(b, acc[l]);
+            }
+        }
+    }
+    out[..N].copy_from_slice(&acc);
+    if let Some(x) = scores {
+        for (n, out) in out[..N].iter_mut().enumerate() {
+            let masked = x.masked_lanes(n);
+            for (r, out) in out.iter_mut().enumerate() {
+                *out = if r < masked { x.mask } else { *out * x.scale };
+            }
+        }
+    }
+}
+
+/// How [`dots`] turns its sums into scores, as `Causal::score` does: key `first + n` of the group
+/// whose first row is `row` is masked (the mask's value) in the lanes of earlier rows, and scaled
+/// (dot × scale) in the others.
+#[derive(Clone, Copy)]
+struct Scores {
+    first: usize,
+    row: usize,
+    scale: f32,
+    mask: f32,
+}
+
+impl Scores {
+    /// How many lanes, from the first, key `first + n` comes after: j > i for rows i < that.
+    #[inline(always)]
+    fn masked_lanes(self, n: usize) -> usize {
+        (self.first + n).saturating_sub(self.row).min(L)
+    }
+}
+
+/// [`dots`] for sixteen keys in AVX-512 registers: the same fused multiply-adds in the same order
+/// (`_mm512_fmadd_ps` rounds each lane's a·b + c once, as `mul_add` does), the sixteen sums kept
+/// in registers for the whole of d.
+///
+/// # Safety
+/// The CPU has AVX-512F; `out` holds L rows and `bt` (d − 1)·tp + L values.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn dots_avx512(
+    out: &mut [Lanes],
+    at: &[Lanes],
+    bt: &[f32],
+    tp: usize,
+    scores: Option<Scores>,
+) {
+    use std::arch::x86_64::{__m512, _mm512_fmadd_ps, _mm512_loadu_ps, _mm512_set1_ps};
+    use std::arch::x86_64::{_mm512_mask_mov_ps, _mm512_mul_ps};
+    use std::arch::x86_64::{_mm512_setzero_ps, _mm512_storeu_ps};
+    let mut acc: [__m512; L] = [_mm512_setzero_ps(); L];
+    for (p, a) in at.iter().enumerate() {
+        // SAFETY: `a` is sixteen floats; p·tp + n < (d − 1)·tp + L ≤ bt.len() (the caller's
+        // bounds).
+        unsafe {
+            let a = _mm512_loadu_ps(a.as_ptr());
+            let b = bt.as_ptr().add(p * tp);
+            for (n, acc) in acc.iter_mut().enumerate() {
+                *acc = _mm512_fmadd_ps(a, _mm512_set1_ps(*b.add(n)), *acc);
+            }
+        }
+    }
+    for (n, (out, mut acc)) in out.iter_mut().zip(acc).enumerate() {
+        if let Some(x) = scores {
+            // Scaled, then the mask's value in the lanes of the rows key n comes after.
+            let masked = (1u32 << x.masked_lanes(n)) - 1;
+            acc = _mm512_mul_ps(acc, _mm512_set1_ps(x.scale));
+            acc = _mm512_mask_mov_ps(acc, masked as u16, _mm512_set1_ps(x.mask));
+        }
+        // SAFETY: `out` is sixteen floats.
+        unsafe { _mm512_storeu_ps(out.as_mut_ptr(), acc) };
+    }
+}
+
+/// The L values of `x` from index `at`.
+///
+/// # Safety
+/// `at + L <= x.len()`.
+#[inline(always)]
+unsafe fn load(x: &[f32], at: usize) -> Lanes {
+    debug_assert!(at + L <= x.len());
+    // SAFETY: the caller keeps the L values inside `x`; `read_unaligned` needs no alignment.
+    unsafe { x.as_ptr().add(at).cast::<Lanes>().read_unaligned() }
+}
+
+/// Runs `wide` on each run of [`C`] vectors of columns of a row `dp` wide and `narrow` on each
+/// vector left over, with the offset of its first column.
+#[inline(always)]
+fn each_chunk(
+    dp: usize,
+    out: &mut [f32],
+    mut wide: impl FnMut(&mut [f32], usize),
+    mut narrow: impl FnMut(&mut [f32], usize),
+) {
+    let chunks = dp / L;
+    let mut c = 0;
+    while c + C <= chunks {
+        wide(out, c * L);
+        c += C;
+    }
+    while c < chunks {
+        narrow(out, c * L);
+        c += 1;
+    }
+}
+
+/// Output rows r0..r0+R (of a row group's (L, dp) block `out`, from `out`'s start), W vectors of
+/// columns: each row times `pre[r]`, then for each key j in order `o = fma(w[j][r0 + r], x[j], o)`
+/// elementwise, x's rows `dp` apart: O·rescale + P·V in the forward pass, dQ += dS·K in the
+/// backward.
+// Index loops over the register tile's rows and columns, as in the product kernel.
+#[allow(clippy::needless_range_loop)]
+#[inline(always)]
+fn rows_times<const W: usize>(
+    out: &mut [f32],
+    dp: usize,
+    pre: [f32; R],
+    w: &[Lanes],
+    r0: usize,
+    x: &[f32],
+) {
+    assert!(r0 + R <= L && out.len() >= (R - 1) * dp + W * L);
+    assert!(w.is_empty() || x.len() >= (w.len() - 1) * dp + W * L);
+    let mut acc = [[[0.0f32; L]; W]; R];
+    for r in 0..R {
+        for c in 0..W {
+            // SAFETY: r·dp + c·L + L ≤ (R − 1)·dp + W·L ≤ out.len(), asserted above.
+            let o = unsafe { load(out, r * dp + c * L) };
+            for l in 0..L {
+                acc[r][c][l] = o[l] * pre[r];
+            }
+        }
+    }
+    for (j, w) in w.iter().enumerate() {
+        // SAFETY: j·dp + c·L + L ≤ (w.len() − 1)·dp + W·L ≤ x.len(), asserted above.
+        let x: [Lanes; W] = std::array::from_fn(|c| unsafe { load(x, j * dp + c * L) });
+        for r in 0..R {
+            let w = w[r0 + r];
+            for c in 0..W {
+                for l in 0..L {
+                    acc[r][c][l] = w.mul_add(x[c][l], acc[r][c][l]);
+                }
+            }
+        }
+    }
+    for r in 0..R {
+        for c in 0..W {
+            out[r * dp + c * L..][..L].copy_from_slice(&acc[r][c]);
+        }
+    }
+}
+
+/// Output rows 0..K of `out` (keys, `dp` apart), W vectors of columns: for each query i < `rows`
+/// in order, `o = fma(w_i[key], x[i], o)` elementwise, x's rows `dp` apart: dV += Pᵀ·dO and dK +=
+/// dSᵀ·Q. Query i's weights are lane i mod L of row group i / L, whose keys start `bcp` after the
+/// previous group's in `w`.
+// Index loops over the register tile's rows and columns, as in the product kernel.
+#[allow(clippy::needless_range_loop)]
+#[inline(always)]
+fn keys_times<const K: usize, const W: usize>(
+    out: &mut [f32],
+    dp: usize,
+    (w, bcp): (&[Lanes], usize),
+    rows: usize,
+    x: &[f32],
+) {
+    assert!(out.len() >= (K - 1) * dp + W * L && K <= bcp);
+    assert!(rows == 0 || x.len() >= (rows - 1) * dp + W * L);
+    assert!(rows == 0 || w.len() >= (rows - 1) / L * bcp + K);
+    let mut acc = [[[0.0f32; L]; W]; K];
+    for r in 0..K {
+        for c in 0..W {
+            // SAFETY: r·dp + c·L + L ≤ (K − 1)·dp + W·L ≤ out.len(), asserted above.
+            acc[r][c] = unsafe { load(out, r * dp + c * L) };
+        }
+    }
+    for i in 0..rows {
+        // SAFETY: i·dp + c·L + L ≤ (rows − 1)·dp + W·L ≤ x.len(), asserted above.
+        let x: [Lanes; W] = std::array::from_fn(|c| unsafe { load(x, i * dp + c * L) });
+        let w = &w[i / L * bcp..][..K];
+        for r in 0..K {
+            let w = w[r][i % L];
+            for c in 0..W {
+                for l in 0..L {
+                    acc[r][c][l] = w.mul_add(x[c][l], acc[r][c][l]);
+                }
+            }
+        }
+    }
+    for r in 0..K {
+        for c in 0..W {
+            out[r * dp + c * L..][..L].copy_from_slice(&acc[r][c]);
+        }
+    }
+}
+
+/// dV += Pᵀ·dO (or dK += dSᵀ·Q) for one tile and a block's `rows`: `out` from the tile's first
+/// key, `w` the tile's weights of each row group ((groups, bcp, L), `keys` of each used), `x` the
+/// block's rows: four keys at a time, then one.
+#[inline(always)]
+fn add_keys(
+    out: &mut [f32],
+    dp: usize,
+    (w, bcp, keys): (&[Lanes], usize, usize),
+    rows: usize,
+    x: &[f32],
+) {
+    let mut j = 0;
+    while j + R <= keys {
+        let (o, w) = (&mut out[j * dp..], (&w[j..], bcp));
+        each_chunk(
+            dp,
+            o,
+            #[inline(always)]
+            |o, c0| keys_times::<R, C>(&mut o[c0..], dp, w, rows, &x[c0..]),
+            #[inline(always)]
+            |o, c0| keys_times::<R, 1>(&mut o[c0..], dp, w, rows, &x[c0..]),
+        );
+        j += R;
+    }
+    for j in j..keys {
+        let (o, w) = (&mut out[j * dp..], (&w[j..], bcp));
+        each_chunk(
+            dp,
+            o,
+            #[inline(always)]
+            |o, c0| keys_times::<1, C>(&mut o[c0..], dp, w, rows, &x[c0..]),
+            #[inline(always)]
+            |o, c0| keys_times::<1, 1>(&mut o[c0..], dp, w, rows, &x[c0..]),
+        );
+    }
+}
+
+/// The lesson's tiled backward pass without dropout: `d` is (dV, dQ, dK). Each matrix of the stack
+/// is a piece of work for the threads.
+pub fn tiled_backward(
+    d: [&mut [f32]; 3],
+    d_out: &[f32],
+    (out, lse): (&[f32], &[f32]),
+    qkv: [&[f32]; 3],
+    c: Causal,
+    tiles: Tiles,
+) {
+    let n = c.t * c.d;
+    if n == 0 {
+        return;
+    }
+    let [d_v, d_q, d_k] = d.map(|d| d.chunks_exact_mut(n));
+    let grads = d_v.zip(d_q).zip(d_k).map(|((v, q), k)| [v, q, k]);
+    let [q, k, v] = qkv.map(|x| x.chunks_exact(n));
+    let inputs = q.zip(k).zip(v).map(|((q, k), v)| [q, k, v]);
+    let given = d_out
+        .chunks_exact(n)
+        .zip(out.chunks_exact(n))
+        .zip(lse.chunks_exact(c.t));
+    let mut pieces: Vec<Piece> = vec![];
+    for ((d, qkv), ((d_out, out), lse)) in grads.zip(inputs).zip(given) {
+        pieces.push(Box::new(move || {
+            vectorised(
+                #[inline(always)]
+                || backward_matrix(d, (d_out, out, lse), qkv, c, tiles),
+            )
+        }));
+    }
+    kernels::run(pieces);
+}
+
+/// One matrix's inputs for the backward pass, padded ([`padded`]), and D_i per row.
+struct Given {
+    q: Vec<f32>,
+    k: Vec<f32>,
+    kt: Vec<f32>,
+    vt: Vec<f32>,
+    tp: usize,
+    d_out: Vec<f32>,
+    delta: Vec<f32>,
+    dp: usize,
+}
+
+/// The backward pass of one (T, D) matrix, the lesson's loops in its order: query blocks in order,
+/// each block's key tiles (visible, then the future ones where the lesson computes them), a group
+/// of sixteen rows at a time.
+#[inline(always)]
+fn backward_matrix(
+    [d_v, d_q, d_k]: [&mut [f32]; 3],
+    (d_out, out, lse): (&[f32], &[f32], &[f32]),
+    [q, k, v]: [&[f32]; 3],
+    c: Causal,
+    tiles: Tiles,
+) {
+    let dp = padded_width(c.d);
+    let delta = d_out.chunks_exact(c.d).zip(out.chunks_exact(c.d));
+    let delta = delta.map(|(g, o)| g.iter().zip(o).fold(0.0f32, |s, (g, o)| g.mul_add(*o, s)));
+    let given = Given {
+        q: padded(q, c, dp),
+        k: padded(k, c, dp),
+        kt: transposed(k, c),
+        vt: transposed(v, c),
+        tp: c.t + L,
+        d_out: padded(d_out, c, dp),
+        delta: delta.collect(),
+        dp,
+    };
+    let (mut d_vp, mut d_kp) = (vec![0.0; c.t * dp], vec![0.0; c.t * dp]);
+    let groups_per_block = tiles.br.div_ceil(L);
+    let mut work = Work {
+        qt: vec![[0.0; L]; groups_per_block * c.d],
+        gt: vec![[0.0; L]; groups_per_block * c.d],
+        p: vec![[0.0; L]; groups_per_block * tiles.bc.div_ceil(L) * L],
+        ds: vec![[0.0; L]; groups_per_block * tiles.bc.div_ceil(L) * L],
+        bcp: tiles.bc.div_ceil(L) * L,
+        d_q: vec![0.0; groups_per_block * L * dp],
+    };
+    for rows in tiles.query_blocks(c.t) {
+        let future = masked_keys(&rows, &lse[rows.clone()], c);
+        let key_tiles: Vec<_> = tiles
+            .visible_key_tiles(&rows)
+            .chain(key_tiles(future, tiles.bc))
+            .collect();
+        for (g, group) in groups(rows.clone(), L).enumerate() {
+            transpose_group(&mut work.qt[g * c.d..][..c.d], q, &group, c.d);
+            transpose_group(&mut work.gt[g * c.d..][..c.d], d_out, &group, c.d);
+        }
+        work.d_q.fill(0.0);
+        // Each tile through every row group while it is in the cache: dV[j] and dK[j] still take
+        // the groups' rows in increasing order, dQ[i] the tiles in increasing order.
+        for keys in &key_tiles {
+            for (g, group) in groups(rows.clone(), L).enumerate() {
+                backward_tile(&mut work, g, &given, lse, (&group, keys), c);
+            }
+            // dV += Pᵀ·dO and dK += dSᵀ·Q over all of the block's rows in order, with the
+            // tile's rows of dV and dK held in registers the while.
+            let (n, start) = (rows.len(), rows.start * dp);
+            let (d_v, d_k) = (&mut d_vp[keys.start * dp..], &mut d_kp[keys.start * dp..]);
+            let (p, ds) = (&work.p[..], &work.ds[..]);
+            add_keys(d_v, dp, (p, work.bcp, keys.len()), n, &given.d_out[start..]);
+            add_keys(d_k, dp, (ds, work.bcp, keys.len()), n, &given.q[start..]);
+        }
+        for (r, i) in rows.enumerate() {
+            d_q[i * c.d..][..c.d].copy_from_slice(&work.d_q[r * dp..][..c.d]);
+        }
+    }
+    for (j, (d_v, d_k)) in d_v
+        .chunks_exact_mut(c.d)
+        .zip(d_k.chunks_exact_mut(c.d))
+        .enumerate()
+    {
+        d_v.copy_from_slice(&d_vp[j * dp..][..c.d]);
+        d_k.copy_from_slice(&d_kp[j * dp..][..c.d]);
+    }
+}
+
+/// A query block's buffers in the backward pass: per row group Q and dO transposed (D, L) and dQ
+/// (L, Dp), and a tile's P and dS (Bc, L).
+struct Work {
+    qt: Vec<Lanes>,
+    gt: Vec<Lanes>,
+    p: Vec<Lanes>,
+    ds: Vec<Lanes>,
+    /// Keys per row group in `p` and `ds`: Bc rounded up to a multiple of L.
+    bcp: usize,
+    d_q: Vec<f32>,
+}
+
+/// One tile's share of the gradients for a row group, the lesson's `backward_tile` per lane: P =
+/// e^(score − lse), dP = dot(dO_i, v_j), dS = 0 where j > i, else P·(dP − D_i)·scale, kept in
+/// the group's part of the buffers for dV and dK (added once every group of the block has its);
+/// then dQ\[i\] += dS·k_j over the tile's keys in order.
+#[inline(always)]
+fn backward_tile(
+    work: &mut Work,
+    gi: usize,
+    g: &Given,
+    lse: &[f32],
+    (group, keys): (&Range<usize>, &Range<usize>),
+    c: Causal,
+) {
+    let (nk, dp, padded_keys) = (keys.len(), g.dp, keys.len().div_ceil(L) * L);
+    let (qt, gt) = (&work.qt[gi * c.d..][..c.d], &work.gt[gi * c.d..][..c.d]);
+    let (p, ds) = (&mut work.p[gi * work.bcp..], &mut work.ds[gi * work.bcp..]);
+    score_tile(p, qt, &g.kt, (group, keys), g.tp, (c.scale, c.mask_value));
+    let lane = |x: &[f32]| -> Lanes {
+        std::array::from_fn(|r| {
+            if r < group.len() {
+                x[group.start + r]
+            } else {
+                0.0
+            }
+        })
+    };
+    let (lse, delta) = (lane(lse), lane(&g.delta));
+    let tile = p[..padded_keys]
+        .chunks_exact_mut(L)
+        .zip(ds.chunks_exact_mut(L));
+    for (t, (p, ds)) in tile.enumerate() {
+        let first = keys.start + t * L;
+        dots::<L>(ds, gt, &g.vt[first..], g.tp, None); // dP
+        for (n, (p, ds)) in p.iter_mut().zip(ds).enumerate() {
+            *p = exp_lanes(std::array::from_fn(|r| p[r] - lse[r]));
+            for r in 0..L {
+                let masked = first + n > group.start + r;
+                ds[r] = if masked {
+                    0.0
+                } else {
+                    p[r] * (ds[r] - delta[r]) * c.scale
+                };
+            }
+        }
+    }
+    let ds = &ds[..nk];
+    let rows = group.len();
+    let k = &g.k[keys.start * dp..];
+    for r0 in (0..rows).step_by(R) {
+        each_chunk(
+            dp,
+            &mut work.d_q[(gi * L + r0) * dp..],
+            #[inline(always)]
+            |o, c0| rows_times::<C>(&mut o[c0..], dp, [1.0; R], ds, r0, &k[c0..]),
+            #[inline(always)]
+            |o, c0| rows_times::<1>(&mut o[c0..], dp, [1.0; R], ds, r0, &k[c0..]),
+        );
+    }
+}
