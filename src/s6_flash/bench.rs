@@ -12,10 +12,12 @@
 //!
 //! `peak_mib` is what the form holds beyond Q, K, V, the output and their gradients, counted from
 //! the tape (every other node's value and gradient, the log-sum-exp the tiled node keeps) plus the
-//! rows the op allocates while it runs ([`workspace_bytes`]). `rss_mib` checks it from outside: how
-//! far the process's peak resident memory rose during the measurement, on Linux, less the output
-//! and the gradients. It is the larger by what the allocator and the fast layer's pool of buffers
-//! keep, a few MiB.
+//! memory the op allocates while it runs ([`workspace_bytes`]: the fast layer's packed copies of K
+//! and V and each thread's rows). `rss_mib` checks it from outside: how far the process's peak
+//! resident memory rose during the measurement, on Linux, less the output and the gradients. It is
+//! the larger by what the allocator and the fast layer's pool of buffers keep: the allocator keeps
+//! what the forward pass freed while the backward pass allocates its own, so at length it comes
+//! near the sum of the two passes' workspace where `peak_mib` counts the larger.
 
 use std::fmt;
 use std::time::Instant;
@@ -27,7 +29,7 @@ use crate::rng::torch::Generator;
 use crate::s5_gpt::Tape;
 use crate::s5_gpt::backend::Op;
 use crate::s5_gpt::beyond::{Architecture, Attention};
-use crate::s5_gpt::fast::{Fast, team};
+use crate::s5_gpt::fast::{self, Fast, team};
 use crate::s5_gpt::flash::{AttentionForm, FlashForm};
 use crate::s5_gpt::model::attention_scale;
 use crate::s5_gpt::ops::MASK_VALUE;
@@ -225,20 +227,21 @@ pub fn naive_bytes(t: usize, heads: usize, backward: bool) -> usize {
     if backward { 2 * forward } else { forward }
 }
 
-/// The rows a FlashAttention node allocates while it runs, beyond what stays on the tape, read
-/// off `flash.rs` for one (T, D) matrix at a time: the tiled form's dropout mask of one query block
-/// (Br × T), its row of Bc scores, m and ℓ per row, and in the backward pass D_i (T) and the mask
-/// again; the exact form's seven rows of T (`Rows`).
-pub fn workspace_bytes(form: FlashForm, t: usize, backward: bool) -> usize {
-    let floats = match form {
+/// What a FlashAttention node allocates while it runs on the fast backend, beyond what stays on
+/// the tape, for `heads` (T, D) matrices on `threads` threads. The tiled form without dropout runs
+/// the fast layer's kernels, which count their own ([`fast::flash::workspace_bytes`]); the exact
+/// form runs the lesson's `flash.rs`, which holds seven rows of T (`Rows`) per matrix at a time.
+pub fn workspace_bytes(
+    form: FlashForm,
+    (t, d, heads): (usize, usize, usize),
+    (threads, backward): (usize, bool),
+) -> usize {
+    match form {
         FlashForm::Tiled(tiles) => {
-            let forward = tiles.br * t + tiles.bc + 2 * tiles.br;
-            let back = t + tiles.br * t;
-            if backward { forward.max(back) } else { forward }
+            fast::flash::workspace_bytes((t, d), heads, tiles, (threads, backward))
         }
-        FlashForm::Exact => 7 * t,
-    };
-    floats * F32
+        FlashForm::Exact => 7 * t * F32,
+    }
 }
 
 /// `MemAvailable` of /proc/meminfo in bytes, where the system has it.
@@ -323,15 +326,19 @@ fn measure(args: &BenchArgs, t: usize, form: AttentionForm, threads: usize) -> M
             tape.backward_from(output, d_out.clone());
         }
         let backward_ms = start.elapsed().as_secs_f64() * 1e3;
-        let workspace = flash.map_or(0, |f| workspace_bytes(f, t, !args.forward_only));
+        let sizes = (t, d, args.heads);
+        let workspace = flash.map_or(0, |f| {
+            workspace_bytes(f, sizes, (threads, !args.forward_only))
+        });
         peak = peak.max(held_bytes(&tape, output) + workspace);
         if run > 0 {
             forward.push(forward_ms);
             backward.push(backward_ms);
         }
     }
-    // The output, and after a backward pass its gradient and those of Q, K and V.
-    let outputs = if args.forward_only { 1 } else { 5 } * args.heads * t * d * F32;
+    // The output, and after a backward pass its gradient (the copy handed in and the tape's) and
+    // those of Q, K and V.
+    let outputs = if args.forward_only { 1 } else { 6 } * args.heads * t * d * F32;
     let rss_mib = before.and_then(|(rss, _)| {
         let (_, peak_now) = resident_bytes()?;
         Some(mib(

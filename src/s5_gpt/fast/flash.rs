@@ -117,9 +117,19 @@ fn groups(range: Range<usize>, size: usize) -> impl Iterator<Item = Range<usize>
     range.step_by(size).map(move |s| s..end.min(s + size))
 }
 
+/// Bytes of K and V that the forward pass packs at a time ([`transposed`], [`padded`]): at length
+/// a batch is one matrix, so the packed copies stay a few MiB, however many heads there are.
+const PACK_BUDGET: usize = 4 << 20;
+
+/// Matrices per batch of the forward pass: as many as [`PACK_BUDGET`] holds, at least one.
+fn batch_matrices(c: Causal, matrices: usize) -> usize {
+    let per_matrix = 2 * (c.t + L) * padded_width(c.d) * F32;
+    (PACK_BUDGET / per_matrix).clamp(1, matrices.max(1))
+}
+
 /// The lesson's tiled forward pass without dropout: O (…, T, D) and each row's log-sum-exp (…, T).
-/// K and V are padded once per matrix; then each query block is a piece of work for the threads,
-/// the blocks with most keys first.
+/// The matrices go in batches ([`batch_matrices`]): a batch's K and V are packed, then each of its
+/// query blocks is a piece of work for the threads, the blocks with most keys first.
 pub fn tiled_forward(
     (out, lse): (&mut [f32], &mut [f32]),
     qkv: [&[f32]; 3],
@@ -130,8 +140,26 @@ pub fn tiled_forward(
     if n == 0 {
         return;
     }
-    let dp = padded_width(c.d);
     let [q, k, v] = qkv;
+    let batch = batch_matrices(c, out.len() / n);
+    let outputs = out.chunks_mut(batch * n).zip(lse.chunks_mut(batch * c.t));
+    let inputs = q
+        .chunks(batch * n)
+        .zip(k.chunks(batch * n))
+        .zip(v.chunks(batch * n));
+    for ((out, lse), ((q, k), v)) in outputs.zip(inputs) {
+        forward_batch((out, lse), [q, k, v], c, tiles);
+    }
+}
+
+/// [`tiled_forward`] of one batch of matrices.
+fn forward_batch(
+    (out, lse): (&mut [f32], &mut [f32]),
+    [q, k, v]: [&[f32]; 3],
+    c: Causal,
+    tiles: Tiles,
+) {
+    let (n, dp) = (c.t * c.d, padded_width(c.d));
     let mut packed: Vec<[Vec<f32>; 2]> = vec![[vec![], vec![]]; out.len() / n];
     let matrices = packed
         .iter_mut()
@@ -164,6 +192,31 @@ pub fn tiled_forward(
     }
     pieces.sort_by_key(|(end, _)| std::cmp::Reverse(*end));
     kernels::run(pieces.into_iter().map(|(_, p)| p).collect());
+}
+
+/// Bytes of a float32.
+const F32: usize = std::mem::size_of::<f32>();
+
+/// The most memory these kernels allocate while they run, beyond the node's inputs, output, saved
+/// log-sum-exp and gradients, for `matrices` (T, D) matrices on `threads` threads: in the forward
+/// pass a batch's packed K and V plus each thread's query block (m, ℓ, O and Q transposed, a tile
+/// of weights); in the backward pass each thread's matrix (Q, K, dO padded, Kᵀ and Vᵀ, D_i, dV and
+/// dK padded) and its block's rows. Read off the allocations above; `s6_flash --bench` prints it.
+pub fn workspace_bytes(
+    (t, d): (usize, usize),
+    matrices: usize,
+    tiles: Tiles,
+    (threads, backward): (usize, bool),
+) -> usize {
+    let c = Causal::of(&[t, d], 1.0, 0.0);
+    let (dp, tp, rows) = (padded_width(d), t + L, tiles.br.div_ceil(L) * L);
+    let bcp = tiles.bc.div_ceil(L) * L;
+    let per_block = 2 * rows + rows * dp + rows * d + bcp * L;
+    let forward = batch_matrices(c, matrices) * 2 * tp * dp + threads * per_block;
+    let per_matrix = 3 * tp * dp + 2 * d * tp + t + 2 * t * dp;
+    let per_block = rows * (2 * d + 2 * bcp + dp);
+    let back = threads.min(matrices.max(1)) * (per_matrix + per_block);
+    F32 * if backward { forward.max(back) } else { forward }
 }
 
 /// One matrix's K, transposed ([`transposed`]), and V, padded ([`padded`]), for the forward pass.
