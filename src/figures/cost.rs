@@ -160,7 +160,7 @@ fn path_name(lang: Lang, path: &str) -> &'static str {
 /// A module's name in `lang`'s table: the crate's layer with its attention form, or PyTorch's
 /// module of rasbt's comparison.
 fn module_name(lang: Lang, module: &str, path: &str) -> String {
-    let torch = |en, zh| format!("PyTorch: {}", lang.pick(en, zh));
+    let torch = |en, zh| format!("PyTorch{}{}", lang.pick(": ", "："), lang.pick(en, zh));
     match (module, path) {
         ("multihead", "torch") => torch(
             "the chapter's `MultiHeadAttention`",
@@ -172,11 +172,36 @@ fn module_name(lang: Lang, module: &str, path: &str) -> String {
         ),
         ("combined_qkv", _) => torch("one combined Q/K/V projection", "合并为一个的 Q/K/V 投影"),
         ("combined_qkv_sdpa", _) => torch("combined Q/K/V with SDPA", "合并的 Q/K/V 加 SDPA"),
-        (_, path) => format!(
-            "{} {}",
-            lang.pick("the crate: stage 4's layer,", "本 crate：第 4 阶段的层，"),
-            path_name(lang, path)
-        ),
+        (_, path) => {
+            let form = match path {
+                "naive" => lang.pick(
+                    "naive attention (the graph of six ops)",
+                    "朴素注意力（六个操作的图）",
+                ),
+                "tiled" => lang.pick(
+                    "tiled attention (one FlashAttention node)",
+                    "分块注意力（一个 FlashAttention 节点）",
+                ),
+                _ => lang.pick("exact attention", "精确注意力"),
+            };
+            format!(
+                "{}{form}",
+                lang.pick("the crate: stage 4's layer, ", "本 crate：第 4 阶段的层，")
+            )
+        }
+    }
+}
+
+/// The order the modules table lists them in: rasbt's comparison's order, the crate's layer after
+/// the chapter's `MultiHeadAttention` it ports.
+fn module_rank(module: &str, path: &str) -> usize {
+    match (module, path) {
+        ("wrapper", _) => 0,
+        ("multihead", "torch") => 1,
+        ("multihead", "naive") => 2,
+        ("multihead", _) => 3,
+        ("combined_qkv", _) => 4,
+        _ => 5,
     }
 }
 
@@ -241,10 +266,15 @@ pub fn modules_table(lang: Lang, medians: &[Median]) -> String {
         "| 模块 | 线程 | 前向，毫秒 |\n",
     ));
     md.push_str("|---|---:|---:|\n");
-    for m in medians {
-        let What::Module(module) = &m.what else {
-            continue;
-        };
+    let mut modules: Vec<(&Median, &str)> = medians
+        .iter()
+        .filter_map(|m| match &m.what {
+            What::Module(module) => Some((m, module.as_str())),
+            What::Length(_) => None,
+        })
+        .collect();
+    modules.sort_by_key(|(m, module)| (m.threads, module_rank(module, &m.path)));
+    for (m, module) in modules {
         let forward = m.get("forward_ms").map_or("—".to_string(), ms);
         let name = module_name(lang, module, &m.path);
         writeln!(md, "| {name} | {} | {forward} |", m.threads).expect("a String takes every write");

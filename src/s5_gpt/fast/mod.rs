@@ -14,8 +14,9 @@
 //!
 //! The embeddings and the loss's backward pass, where little time goes, run the lesson's
 //! functions, and so do the FlashAttention op's exact form and its forms with dropout
-//! ([`super::flash`]); its tiled form without dropout runs [`flash`]'s kernels. `tests/s5_layers.rs` checks every op, forward and backward, and
-//! whole training runs against the lesson.
+//! ([`super::flash`]); its tiled form without dropout runs [`flash`]'s kernels.
+//! `tests/s5_layers.rs` checks every op, forward and backward, and whole training runs against the
+//! lesson; `tests/s6_fast.rs` checks the FlashAttention kernels.
 
 pub mod flash;
 pub mod kernels;
