@@ -128,7 +128,7 @@ fn batch_matrices(c: Causal, matrices: usize) -> usize {
 }
 
 /// The lesson's tiled forward pass without dropout: O (…, T, D) and each row's log-sum-exp (…, T).
-/// The matrices go in batches ([`batch_matrices`]): a batch's K and V are packed, then each of its
+/// The matrices go in batches (`batch_matrices`): a batch's K and V are packed, then each of its
 /// query blocks is a piece of work for the threads, the blocks with most keys first.
 pub fn tiled_forward(
     (out, lse): (&mut [f32], &mut [f32]),
