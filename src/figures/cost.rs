@@ -384,8 +384,8 @@ struct ChartWords<'a> {
 /// `s6_cost_time.svg` and `s6_cost_memory.svg`, drawn from the record's medians.
 pub fn figures(lang: Lang, medians: &[Median]) -> Vec<Figure> {
     let footer = lang.pick(
-        "one thread; 12 heads of 64 columns, causal, batch 1; medians of the record's rounds",
-        "单线程；12 个 64 列的头，因果，批量 1；记录中各轮的中位数",
+        "one thread; 12 heads of 64 columns, causal, batch 1; tiles of 16 × 16; medians of the record's rounds",
+        "单线程；12 个 64 列的头，因果，批量 1；分块 16 × 16；记录中各轮的中位数",
     );
     let time = ChartWords {
         title: lang.pick(
