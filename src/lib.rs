@@ -12,6 +12,7 @@ pub mod s3_causal;
 pub mod s4_multihead;
 pub mod s5_gpt;
 pub mod s6_flash;
+pub mod s7_variants;
 
 pub use error::Error;
 

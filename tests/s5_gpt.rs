@@ -226,7 +226,7 @@ fn check_whole_model(architecture: Architecture, embedding_scale: f32) {
     };
     let (mut tape, model) = build(None);
     let mut params = tape.params().to_vec();
-    for id in [model.tok_emb, model.pos_emb] {
+    for id in [model.tok_emb, model.pos_emb.expect("a position table")] {
         let table = &mut params[id.0].data;
         table.iter_mut().for_each(|x| *x *= embedding_scale);
     }

@@ -10,6 +10,7 @@ use super::flash::FlashNode;
 use super::ops;
 use super::optim::{self, AdamWStep};
 use super::tensor::{NodeId, Tensor};
+use super::variants;
 use crate::rng::numpy::NumpyRandom;
 
 /// What made a node: the operation, its inputs, and what its backward pass needs besides their
@@ -75,6 +76,22 @@ pub enum Op {
         mean: Vec<f32>,
         rstd: Vec<f32>,
     },
+    /// Stage 7: each key/value head repeated for the `groups` query heads that share it.
+    RepeatKv {
+        x: NodeId,
+        groups: usize,
+    },
+    /// Stage 7: `value` over the scores older than the `window` newest keys (after `Tril`).
+    Window {
+        x: NodeId,
+        window: usize,
+        value: f32,
+    },
+    /// Stage 7: rotary positions; the first row of each matrix is the token at `offset`.
+    Rope {
+        x: NodeId,
+        offset: usize,
+    },
     /// Causal attention softmax(tril(Q·Kᵀ·scale, mask_value))·V as one node, with stage 3's
     /// dropout on the weights while training ([`super::flash`]).
     FlashAttention(Box<FlashNode>),
@@ -100,7 +117,10 @@ impl Op {
             | Op::Gelu { x, .. }
             | Op::SplitHeads { x, .. }
             | Op::MergeHeads { x }
-            | Op::Dropout { x, .. } => vec![x],
+            | Op::Dropout { x, .. }
+            | Op::RepeatKv { x, .. }
+            | Op::Window { x, .. }
+            | Op::Rope { x, .. } => vec![x],
             Op::Linear { x, w, b } | Op::LayerNorm { x, w, b, .. } => vec![x, w, b],
             Op::CrossEntropy { logits, .. } => vec![logits],
             Op::FlashAttention(ref node) => node.inputs(),
@@ -139,6 +159,9 @@ impl Op {
             Op::LayerNorm { .. } => "layer_norm",
             Op::CrossEntropy { .. } => "cross_entropy",
             Op::FlashAttention(_) => "flash_attention",
+            Op::RepeatKv { .. } => "repeat_kv",
+            Op::Window { .. } => "window",
+            Op::Rope { .. } => "rope",
         }
     }
 }
@@ -248,6 +271,15 @@ impl Backend for Lesson {
                 o[0] = ops::cross_entropy_forward(probs, &v(logits).data, targets);
             }
             Op::FlashAttention(node) => node.forward(values, o),
+            Op::RepeatKv { x, groups } => {
+                variants::repeat_kv_forward(o, &v(x).data, *groups, head_len(v(x)))
+            }
+            Op::Window { x, window, value } => {
+                variants::window_forward(o, &v(x).data, v(x).last_dim(), *window, *value)
+            }
+            Op::Rope { x, offset } => {
+                variants::rope_forward(o, &v(x).data, rows_cols(v(x)), *offset)
+            }
         }
     }
 
@@ -301,6 +333,15 @@ impl Backend for Lesson {
             (Op::FlashAttention(node), [d_v, d_q, d_k]) => {
                 node.backward(values, (&out.data, d_out), [d_v, d_q, d_k]);
             }
+            (Op::RepeatKv { x, groups }, [d_x]) => {
+                variants::repeat_kv_backward(d_x, d_out, *groups, head_len(v(x)))
+            }
+            (Op::Window { x, window, .. }, [d_x]) => {
+                variants::window_backward(d_x, d_out, v(x).last_dim(), *window)
+            }
+            (Op::Rope { x, offset }, [d_x]) => {
+                variants::rope_backward(d_x, d_out, rows_cols(v(x)), *offset)
+            }
             (op, d) => panic!(
                 "{} has {} inputs, not {}",
                 op.name(),
@@ -315,6 +356,12 @@ impl Backend for Lesson {
 pub fn rows_cols(x: &Tensor) -> (usize, usize) {
     let (_, rows, cols) = x.matrices();
     (rows, cols)
+}
+
+/// T·D, the values of one head of a (B, H, T, D) tensor: one (T, D) matrix.
+pub fn head_len(x: &Tensor) -> usize {
+    let (_, rows, cols) = x.matrices();
+    rows * cols
 }
 
 /// (T, H, D) of a (B, H, T, D) tensor of heads.

@@ -42,6 +42,18 @@ pub struct Architecture {
     /// tiled or exact (stage 6). A checkpoint leaves out the naive graph, so it reads as before.
     #[serde(skip_serializing_if = "AttentionForm::is_naive")]
     pub attention: AttentionForm,
+    /// Stage 7's grouped-query attention: K key/value heads, each shared by H/K query heads
+    /// (K = 1 is multi-query attention). `None` is K = H, stage 4's heads.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kv_heads: Option<usize>,
+    /// Stage 7's sliding window: each token sees the W newest keys, itself included. `None` sees
+    /// them all.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window: Option<usize>,
+    /// Stage 7's rotary positions in place of the position table: queries and keys turned by an
+    /// angle that grows with the position.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub rope: bool,
 }
 
 impl Default for Architecture {
@@ -54,6 +66,9 @@ impl Default for Architecture {
             dropout: 0.0,
             mask_value: MASK_VALUE,
             attention: AttentionForm::Naive,
+            kv_heads: None,
+            window: None,
+            rope: false,
         }
     }
 }
@@ -76,6 +91,11 @@ impl Architecture {
     /// D, the width of one head, for width C: stage 4's rule and error (the heads must divide C).
     pub fn head_dim(&self, c: usize) -> Result<usize, crate::Error> {
         head_dim(c, self.heads)
+    }
+
+    /// K, the key/value heads: `kv_heads`, or one per query head.
+    pub fn kv_heads(&self) -> usize {
+        self.kv_heads.unwrap_or(self.heads)
     }
 }
 
@@ -115,6 +135,12 @@ pub struct Attention {
     /// W_query, W_key and W_value (stage 4's names), or `None`: the tutorial's q = k = v = x.
     pub qkv: Option<[Linear; 3]>,
     pub num_heads: usize,
+    /// Stage 7: K, the key/value heads (`num_heads` unless they are grouped).
+    pub kv_heads: usize,
+    /// Stage 7: the W newest keys each token sees, or `None` for all of them.
+    pub window: Option<usize>,
+    /// Stage 7: rotary positions on the queries and keys.
+    pub rope: bool,
     /// 1/√D as a float32 (0.125 for the tutorial's D = C = 64).
     scale: f32,
     pub mask_value: f32,
@@ -131,7 +157,10 @@ impl Attention {
             Some(w) => w.map(|w| w.forward(tape, x)), // (B, T, C) each
             None => [x; 3],
         };
-        let [q, k, v] = [q, k, v].map(|y| self.split_heads(tape, y)); // (B, H, T, D)
+        let q = self.split_heads(tape, q, self.num_heads); // (B, H, T, D)
+        let [k, v] = [k, v].map(|y| self.split_heads(tape, y, self.kv_heads)); // (B, K, T, D)
+        let [q, k] = self.rotate(tape, [q, k]); // stage 7: RoPE, or as they were
+        let [k, v] = [k, v].map(|y| self.repeat_kv(tape, y)); // (B, H, T, D)
         if let Some(form) = self.attention.flash() {
             return self.flash(tape, [q, k, v], form, masks); // stage 6: the lines below as one node
         }
@@ -139,6 +168,7 @@ impl Attention {
         let scores = tape.matmul(q, kt); // (B, H, T, T)
         let scores = tape.scale(scores, self.scale); // (B, H, T, T)
         let masked = tape.tril(scores, self.mask_value); // (B, H, T, T)
+        let masked = self.slide(tape, masked); // (B, H, T, T): stage 7's window, if any
         let mut weights = tape.softmax(masked); // (B, H, T, T)
         if let Some(rng) = masks.filter(|_| self.dropout > 0.0) {
             weights = tape.dropout(weights, self.dropout, rng); // (B, H, T, T)
@@ -184,24 +214,29 @@ impl Attention {
         arch: Architecture,
     ) -> Self {
         let d = arch.head_dim(c).expect("the heads divide C");
-        let mut linear = || Linear::new(tape, rng, c, c);
-        let qkv = Some([linear(), linear(), linear()]);
+        let kv = arch.kv_heads() * d;
+        let mut linear = |n_out| Linear::new(tape, rng, c, n_out);
+        let qkv = Some([linear(c), linear(kv), linear(kv)]);
         Attention {
             qkv,
             num_heads: arch.heads,
+            kv_heads: arch.kv_heads(),
+            window: arch.window,
+            rope: arch.rope,
             scale: attention_scale(d),
             mask_value: arch.mask_value,
             dropout: arch.dropout,
             attention: arch.attention,
-            out: linear(),
+            out: linear(c),
         }
     }
 
-    /// (B, T, C) → (B, H, T, D); one head is the tutorial's (B, T, C) as it is.
-    fn split_heads(&self, tape: &mut Tape, y: NodeId) -> NodeId {
+    /// (B, T, H·D) → (B, H, T, D) for `heads` heads; one head of one is the tutorial's (B, T, C) as
+    /// it is.
+    fn split_heads(&self, tape: &mut Tape, y: NodeId, heads: usize) -> NodeId {
         match self.num_heads {
             1 => y,
-            h => tape.split_heads(y, h),
+            _ => tape.split_heads(y, heads),
         }
     }
 
@@ -214,6 +249,38 @@ impl Attention {
     }
 }
 // ANCHOR_END: split_heads
+
+// ANCHOR: variants
+/// Stage 7's variants, each a node or two on the tape, and nothing at all when it is off.
+impl Attention {
+    /// RoPE on the queries and the keys (B, H, T, D); the tutorial's q = k = x is turned once.
+    fn rotate(&self, tape: &mut Tape, [q, k]: [NodeId; 2]) -> [NodeId; 2] {
+        if !self.rope {
+            return [q, k];
+        }
+        let q_turned = tape.rope(q, 0); // (B, H, T, D)
+        let k_turned = if k == q { q_turned } else { tape.rope(k, 0) }; // (B, K, T, D)
+        [q_turned, k_turned]
+    }
+
+    /// (B, K, T, D) → (B, H, T, D): each key/value head shared by H/K query heads.
+    fn repeat_kv(&self, tape: &mut Tape, y: NodeId) -> NodeId {
+        match self.num_heads / self.kv_heads {
+            1 => y,
+            groups => tape.repeat_kv(y, groups),
+        }
+    }
+
+    /// (B, H, T, T) → (B, H, T, T): the scores older than the window masked like the future.
+    fn slide(&self, tape: &mut Tape, masked: NodeId) -> NodeId {
+        let t = tape.value(masked).last_dim();
+        match self.window {
+            Some(w) if w < t => tape.window(masked, w, self.mask_value),
+            _ => masked, // every key is in the window
+        }
+    }
+}
+// ANCHOR_END: variants
 
 // ANCHOR: layer_norm
 /// LayerNorm(C): scale w (C) starts at 1 and shift b (C) at 0; nothing is drawn.
@@ -283,6 +350,9 @@ impl Block {
             attn: Attention {
                 qkv: None,
                 num_heads: arch.heads,
+                kv_heads: arch.kv_heads(),
+                window: arch.window,
+                rope: arch.rope,
                 scale: attention_scale(d),
                 mask_value: arch.mask_value,
                 dropout: arch.dropout,
@@ -305,8 +375,9 @@ impl Block {
         c: usize,
         arch: Architecture,
     ) {
-        let mut linear = || Linear::new(tape, rng, c, c);
-        self.attn.qkv = arch.qkv.then(|| [linear(), linear(), linear()]);
+        let kv = arch.kv_heads() * c / arch.heads; // K·D, C unless the heads are grouped
+        let mut linear = |n_out| Linear::new(tape, rng, c, n_out);
+        self.attn.qkv = arch.qkv.then(|| [linear(c), linear(kv), linear(kv)]);
         if arch.layer_norm {
             self.ln1 = Some(LayerNorm::new(tape, c));
             self.ln2 = Some(LayerNorm::new(tape, c));
@@ -321,7 +392,8 @@ impl Block {
 pub struct Gpt {
     pub config: GptConfig,
     pub tok_emb: NodeId, // (V, C)
-    pub pos_emb: NodeId, // (T, C)
+    /// The position table (T, C); `None` with stage 7's rotary positions.
+    pub pos_emb: Option<NodeId>,
     pub blocks: Vec<Block>,
     /// GPT-2's `ln_f`, before the output layer.
     pub ln_f: Option<LayerNorm>,
@@ -344,7 +416,10 @@ impl Gpt {
             t <= self.config.context_size,
             "input of {t} tokens is longer than the context"
         );
-        let mut x = embed(tape, [self.tok_emb, self.pos_emb], ids, batch); // (B, T, C)
+        let mut x = match self.pos_emb {
+            Some(pos_emb) => embed(tape, [self.tok_emb, pos_emb], ids, batch), // (B, T, C)
+            None => tape.embedding(self.tok_emb, ids, &[batch, t]), // (B, T, C): RoPE places them
+        };
         for block in &self.blocks {
             x = block.forward(tape, x, masks.as_deref_mut()); // (B, T, C)
         }
@@ -380,7 +455,7 @@ impl Gpt {
             architecture: arch,
         } = config;
         let tok_emb = embedding_table(tape, rng, v, c);
-        let pos_emb = embedding_table(tape, rng, t, c);
+        let pos_emb = position_table(tape, rng, t, c, arch.rope);
         let mut blocks: Vec<Block> = (0..blocks)
             .map(|_| Block::new(tape, rng, c, arch))
             .collect();
@@ -401,6 +476,22 @@ impl Gpt {
 }
 // ANCHOR_END: gpt_new
 
+/// The position table (T, C), or, with RoPE, `None`: its values are drawn all the same and dropped,
+/// so that every other weight is the one the model without RoPE starts from.
+fn position_table(
+    tape: &mut Tape,
+    rng: &mut NumpyRandom,
+    t: usize,
+    c: usize,
+    rope: bool,
+) -> Option<NodeId> {
+    if rope {
+        rng.randn(t * c);
+        return None;
+    }
+    Some(embedding_table(tape, rng, t, c))
+}
+
 /// The parameters' names, PyTorch's `named_parameters()`.
 impl Gpt {
     /// Every parameter in the order it sits on the tape, with the name it has in a checkpoint: the
@@ -409,10 +500,10 @@ impl Gpt {
     /// adds, `blocks.{i}.attn.query.weight` (and `key`, `value`), `blocks.{i}.ln1.weight`,
     /// `blocks.{i}.ln2.bias`, …, `ln_f.weight` and `ln_f.bias`. i counts from 0.
     pub fn named_parameters(&self) -> Vec<(String, NodeId)> {
-        let mut out = vec![
-            ("tok_emb.weight".to_string(), self.tok_emb),
-            ("pos_emb.weight".to_string(), self.pos_emb),
-        ];
+        let mut out = vec![("tok_emb.weight".to_string(), self.tok_emb)];
+        if let Some(pos_emb) = self.pos_emb {
+            out.push(("pos_emb.weight".to_string(), pos_emb));
+        }
         let mut pair = |name: String, (weight, bias): (NodeId, NodeId)| {
             out.push((format!("{name}.weight"), weight));
             out.push((format!("{name}.bias"), bias));

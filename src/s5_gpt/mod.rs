@@ -29,6 +29,7 @@
 //! | [`generate`](mod@generate) | `GPTTrainer.generate` |
 //! | [`baseline`] | (not in the tutorial) a bigram model, the yardstick of the held-out curve |
 //! | [`beyond`] | (not in the tutorial) the sequel's model: [`beyond::Gpt`] |
+//! | [`variants`] | (not in the tutorial) stage 7's ops: grouped-query heads, the sliding window, rotary positions |
 //!
 //! [`beyond::Gpt`] is the same model with an [`beyond::Architecture`], which adds back what the
 //! tutorial's model leaves out (Q/K/V projections, heads, residual connections, LayerNorm, dropout,
@@ -72,6 +73,7 @@ pub mod optim;
 pub mod tape;
 pub mod tensor;
 pub mod train;
+pub mod variants;
 
 pub use beyond::{Gpt, GptConfig};
 pub use data::{CharDataset, Split};

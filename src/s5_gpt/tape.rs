@@ -342,6 +342,37 @@ impl Tape {
         self.apply(shape, Op::MergeHeads { x }) // (B, T, C)
     }
 
+    /// Stage 7's grouped-query heads: (B, K, T, D) → (B, K·G, T, D), each key/value head repeated
+    /// for the `groups` query heads that share it (`repeat_interleave`).
+    pub fn repeat_kv(&mut self, x: NodeId, groups: usize) -> NodeId {
+        let mut shape = self.value(x).shape.clone();
+        let n = shape.len();
+        assert!(n >= 3, "repeat_kv needs (…, K, T, D), got {shape:?}");
+        shape[n - 3] *= groups;
+        self.apply(shape, Op::RepeatKv { x, groups }) // (B, H, T, D)
+    }
+
+    /// Stage 7's sliding window: `value` over the scores older than the `window` newest keys of
+    /// each (T, T) matrix. It comes after `tril`, which masks the future.
+    pub fn window(&mut self, x: NodeId, window: usize, value: f32) -> NodeId {
+        let (_, rows, cols) = self.value(x).matrices();
+        assert_eq!(rows, cols, "the window masks square matrices");
+        assert!(window > 0, "a window holds at least one key");
+        let shape = self.value(x).shape.clone();
+        self.apply(shape, Op::Window { x, window, value })
+    }
+
+    /// Stage 7's rotary positions on (…, T, D) queries or keys, D even; row t is the token at
+    /// position `offset + t`.
+    pub fn rope(&mut self, x: NodeId, offset: usize) -> NodeId {
+        let d = self.value(x).last_dim();
+        assert!(
+            d % 2 == 0,
+            "RoPE turns pairs: the head width {d} must be even"
+        );
+        self.apply(self.value(x).shape.clone(), Op::Rope { x, offset })
+    }
+
     /// Stage 3's dropout with probability `p`, its mask drawn from `rng` now (see
     /// [`super::ops::dropout_mask`]), by the backend.
     pub fn dropout(&mut self, x: NodeId, p: f64, rng: &mut NumpyRandom) -> NodeId {

@@ -120,6 +120,17 @@ pub struct ArchitectureArgs {
     /// mask is the same in all three
     #[arg(long, value_name = "FORM", value_enum, default_value_t = AttentionForm::Naive)]
     pub attention: AttentionForm,
+    /// Grouped-query attention (stage 7): K key/value heads, each shared by H/K query heads; K
+    /// must divide --heads, and 1 is multi-query attention [default: --heads]
+    #[arg(long, value_name = "K")]
+    pub kv_heads: Option<usize>,
+    /// Sliding-window attention (stage 7): each character sees the W newest characters, itself
+    /// included [default: the whole context]
+    #[arg(long, value_name = "W")]
+    pub window: Option<usize>,
+    /// Rotary positions (RoPE, stage 7) on the queries and keys, in place of the position table
+    #[arg(long)]
+    pub rope: bool,
 }
 
 /// `--attention naive|tiled|exact`: clap lists the names and refuses any other in one line.
@@ -143,12 +154,15 @@ impl ArchitectureArgs {
             dropout: self.dropout,
             mask_value: self.mask_value,
             attention: self.attention,
+            kv_heads: self.kv_heads,
+            window: self.window,
+            rope: self.rope,
         }
     }
 }
 
 /// Each recipe flag: clap's id, the flag, and its value in `recipe`. A resumed run compares them.
-pub fn recipe_flags(recipe: &Recipe) -> [(&'static str, &'static str, String); 14] {
+pub fn recipe_flags(recipe: &Recipe) -> [(&'static str, &'static str, String); 17] {
     let on_off = |on: bool| if on { "on" } else { "off" }.to_string();
     let arch = &recipe.architecture;
     [
@@ -178,6 +192,13 @@ pub fn recipe_flags(recipe: &Recipe) -> [(&'static str, &'static str, String); 1
             "--attention",
             arch.attention.name().to_string(),
         ),
+        ("kv_heads", "--kv-heads", arch.kv_heads().to_string()),
+        (
+            "window",
+            "--window",
+            arch.window.map_or("off".to_string(), |w| w.to_string()),
+        ),
+        ("rope", "--rope", on_off(arch.rope)),
     ]
 }
 

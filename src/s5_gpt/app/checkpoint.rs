@@ -332,10 +332,10 @@ fn parameter_shapes(config: GptConfig) -> Vec<(String, Vec<usize>)> {
         blocks,
         architecture,
     } = config;
-    let mut shapes = vec![
-        ("tok_emb.weight".to_string(), vec![v, c]),
-        ("pos_emb.weight".to_string(), vec![t, c]),
-    ];
+    let mut shapes = vec![("tok_emb.weight".to_string(), vec![v, c])];
+    if !architecture.rope {
+        shapes.push(("pos_emb.weight".to_string(), vec![t, c]));
+    }
     let mut pair = |name: String, weight: Vec<usize>, bias: usize| {
         shapes.push((format!("{name}.weight"), weight));
         shapes.push((format!("{name}.bias"), vec![bias]));
@@ -349,8 +349,9 @@ fn parameter_shapes(config: GptConfig) -> Vec<(String, Vec<usize>)> {
     // What the tutorial's model leaves out, after all of its own parameters.
     for i in 0..blocks {
         if architecture.qkv {
-            for name in ["query", "key", "value"] {
-                pair(format!("blocks.{i}.attn.{name}"), vec![c, c], c);
+            let kv = architecture.kv_heads() * c / architecture.heads; // K·D
+            for (name, n_out) in [("query", c), ("key", kv), ("value", kv)] {
+                pair(format!("blocks.{i}.attn.{name}"), vec![n_out, c], n_out);
             }
         }
         if architecture.layer_norm {

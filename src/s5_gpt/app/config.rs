@@ -312,6 +312,40 @@ pub fn check_architecture(arch: &Architecture, c: usize) -> Result<(), ToolError
         );
         return Err(ToolError::Config(why));
     }
+    check_variants(arch, c)
+}
+
+/// Stage 7's flags: key/value heads that divide the heads, a window of at least one key on the
+/// naive graph, and pairs for RoPE to turn.
+fn check_variants(arch: &Architecture, c: usize) -> Result<(), ToolError> {
+    let h = arch.heads;
+    let k = arch.kv_heads();
+    if k == 0 || !h.is_multiple_of(k) {
+        let why = format!(
+            "--kv-heads {k} does not divide --heads {h}; use a divisor of {h}, such as 1 (multi-query) or {h}"
+        );
+        return Err(ToolError::Config(why));
+    }
+    if let Some(w) = arch.window {
+        if w == 0 {
+            let why = "--window 0 leaves a character no key to attend to; use 1 or more";
+            return Err(ToolError::Config(why.to_string()));
+        }
+        if !arch.attention.is_naive() {
+            let why = format!(
+                "--window is masked on the naive graph, not in the FlashAttention node; drop --attention {} or --window",
+                arch.attention.name()
+            );
+            return Err(ToolError::Config(why));
+        }
+    }
+    let d = c / h;
+    if arch.rope && d % 2 == 1 {
+        let why = format!(
+            "--rope turns pairs of coordinates, but a head is {d} wide (--embedding-size {c} / --heads {h}); make C/H even"
+        );
+        return Err(ToolError::Config(why));
+    }
     Ok(())
 }
 

@@ -1,0 +1,101 @@
+//! What a KV cache holds: the keys and values every earlier token left behind, for every layer,
+//! and how each of stage 7's variants shrinks it. One formula, the one rasbt's memory estimators in
+//! `ch04/04_gqa` … `ch04/06_swa` print, and the page's calculator computes the same.
+
+// ANCHOR: kv_memory
+/// A model's attention, as far as its cache is concerned.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct KvShape {
+    /// Layers (transformer blocks), each with its own cache.
+    pub layers: usize,
+    /// H, the query heads.
+    pub heads: usize,
+    /// K, the key/value heads: H for multi-head, fewer for grouped-query, 1 for multi-query.
+    pub kv_heads: usize,
+    /// D, the width of one head.
+    pub head_dim: usize,
+    /// W, the newest tokens a sliding window keeps, or `None` to keep them all.
+    pub window: Option<usize>,
+    /// L, the width of a latent that replaces the keys and values (multi-head latent attention),
+    /// or `None`.
+    pub latent: Option<usize>,
+    /// Bytes per stored value: 4 for float32, 2 for bfloat16.
+    pub bytes: usize,
+}
+
+impl KvShape {
+    /// Bytes one token adds to the cache, over all layers: a key and a value per K/V head
+    /// (2·K·D values per layer), or the latent alone (L values per layer).
+    pub fn bytes_per_token(&self) -> usize {
+        let per_layer = match self.latent {
+            Some(latent) => latent,
+            None => 2 * self.kv_heads * self.head_dim,
+        };
+        self.layers * per_layer * self.bytes
+    }
+
+    /// Bytes the cache holds for `batch` sequences of `context` tokens: a window keeps at most
+    /// W tokens however long the context grows.
+    pub fn total_bytes(&self, batch: usize, context: usize) -> usize {
+        let kept = self.window.map_or(context, |w| w.min(context));
+        batch * kept * self.bytes_per_token()
+    }
+}
+// ANCHOR_END: kv_memory
+
+/// Bytes as rasbt's estimators print them: decimal gigabytes with two decimals, "17.18 GB".
+pub fn gigabytes(bytes: usize) -> String {
+    format!("{:.2} GB", bytes as f64 / 1e9)
+}
+
+/// rasbt's examples, each a model, a context and the figure its estimator prints: multi-head and
+/// grouped-query attention for 32 heads of 128 in 32 layers at a context of 32,768 in bfloat16
+/// (`ch04/04_gqa`), and multi-head latent attention of latent 1,024 for 24 heads of 2,048 / 24 in
+/// 48 layers at 8,192 (`ch04/05_mla`).
+pub fn rasbt_examples() -> Vec<(&'static str, KvShape, usize)> {
+    let llama = KvShape {
+        layers: 32,
+        heads: 32,
+        kv_heads: 32,
+        head_dim: 4096 / 32,
+        window: None,
+        latent: None,
+        bytes: 2,
+    };
+    let deepseek = KvShape {
+        layers: 48,
+        heads: 24,
+        kv_heads: 24,
+        head_dim: 2048 / 24,
+        latent: Some(1024),
+        ..llama
+    };
+    vec![
+        ("MHA", llama, 32_768),
+        (
+            "GQA, 8 K/V heads",
+            KvShape {
+                kv_heads: 8,
+                ..llama
+            },
+            32_768,
+        ),
+        (
+            "MQA",
+            KvShape {
+                kv_heads: 1,
+                ..llama
+            },
+            32_768,
+        ),
+        (
+            "SWA, W 4,096",
+            KvShape {
+                window: Some(4096),
+                ..llama
+            },
+            32_768,
+        ),
+        ("MLA, latent 1,024", deepseek, 8192),
+    ]
+}
