@@ -17,31 +17,8 @@ use attention_from_scratch::s5_gpt::app::files::corpus_warning;
 use attention_from_scratch::s5_gpt::app::files::default_data_path;
 use clap::CommandFactory;
 use common::Scratch;
+use common::cli::{fails, ok, s5_gpt};
 use std::ops::ControlFlow;
-
-/// Runs `s5_gpt ARGS…` in-process; returns how it ended and what it printed.
-fn s5_gpt(args: &[&str]) -> Result<(Outcome, String), ToolError> {
-    let argv = std::iter::once("s5_gpt").chain(args.iter().copied());
-    let cli = Cli::try_parse_args(argv).expect("the test's flags parse");
-    let mut out = Vec::new();
-    let outcome = cli.run(&mut out, &AtomicBool::new(false))?;
-    Ok((outcome, String::from_utf8(out).unwrap()))
-}
-
-/// The output of a run that must succeed.
-fn ok(args: &[&str]) -> String {
-    s5_gpt(args)
-        .unwrap_or_else(|e| panic!("s5_gpt {args:?}: {e}"))
-        .1
-}
-
-/// The message of a run that must fail, checked to be one line.
-fn fails(args: &[&str]) -> String {
-    let err = s5_gpt(args).expect_err("this input must be rejected");
-    let msg = err.to_string();
-    assert!(!msg.contains('\n'), "not one line: {msg}");
-    msg
-}
 
 /// A fresh folder for one test of this file.
 fn scratch(name: &str) -> Scratch {

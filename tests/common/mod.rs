@@ -3,6 +3,9 @@
 // Each test file is its own crate and uses only some of these.
 #![allow(dead_code)]
 
+pub mod cli;
+pub mod gradcheck;
+
 use attention_from_scratch::{BookSeeds, Error};
 use ndarray::ArrayView1;
 

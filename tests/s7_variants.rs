@@ -1,0 +1,324 @@
+//! Stage 7's outputs and proofs: the snapshot of `cargo run --example s7_variants`, each variant's
+//! backward pass against finite differences, K = H and W ≥ T giving the full model's bits, the fast
+//! layer giving the lesson's, the KV-memory formula against rasbt's printed figures, and the flags
+//! of `s5_gpt` with their one-line errors.
+
+mod common;
+
+use attention_from_scratch::rng::numpy::NumpyRandom;
+use attention_from_scratch::s5_gpt::app::checkpoint;
+use attention_from_scratch::s5_gpt::beyond::Architecture;
+use attention_from_scratch::s5_gpt::fast::{Fast, team};
+use attention_from_scratch::s5_gpt::{Gpt, GptConfig, Tape, Tensor};
+use attention_from_scratch::s7_variants::{
+    self, KvShape, gigabytes, kv_head_of_each_query_head, rasbt_examples, turned_score, weigh,
+};
+use common::Block;
+use common::cli::{fails, ok};
+use common::gradcheck::{check_gradients, check_whole_model, random_tensor};
+
+fn printed() -> String {
+    let mut out = Vec::new();
+    s7_variants::run(&mut out).expect("writing to a Vec cannot fail");
+    String::from_utf8(out).expect("the output is UTF-8")
+}
+
+/// The chapter's output blocks: the snapshot's name and the cells it holds.
+const BLOCKS: [Block; 5] = [
+    ("kv_memory", &["kv"]),
+    ("groups", &["groups"]),
+    ("band", &["band"]),
+    ("rope", &["rope"]),
+    ("side_by_side", &["side by side"]),
+];
+
+#[test]
+fn full_output_snapshot() {
+    insta::assert_snapshot!("output", printed());
+}
+
+#[test]
+fn output_blocks_of_the_chapter() {
+    for (name, text) in common::blocks(&printed(), &BLOCKS) {
+        insta::assert_snapshot!(name, text);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Each op's backward pass, and whole models with each variant, against finite differences.
+// ---------------------------------------------------------------------------------------------------
+
+#[test]
+fn gradient_of_repeat_kv() {
+    let kv = random_tensor(&[2, 2, 3, 4], 1, 1.0); // (B, K, T, D)
+    check_gradients("repeat_kv", &[kv], |tape, ids| tape.repeat_kv(ids[0], 3));
+}
+
+#[test]
+fn gradient_of_the_window() {
+    let scores = random_tensor(&[2, 5, 5], 2, 1.0); // (B, T, T)
+    check_gradients("window", &[scores], |tape, ids| {
+        let masked = tape.tril(ids[0], -1e9);
+        let banded = tape.window(masked, 2, -1e9);
+        tape.softmax(banded)
+    });
+}
+
+#[test]
+fn gradient_of_rope() {
+    let x = random_tensor(&[2, 2, 5, 6], 3, 1.0); // (B, H, T, D)
+    check_gradients("rope", std::slice::from_ref(&x), |tape, ids| {
+        tape.rope(ids[0], 0)
+    });
+    check_gradients("rope at 7", &[x], |tape, ids| tape.rope(ids[0], 7));
+}
+
+/// The sequel's fullest model with `arch`'s variant (2 heads of 4): every parameter's gradient.
+fn fullest(arch: Architecture) -> Architecture {
+    Architecture {
+        qkv: true,
+        heads: 2,
+        residual: true,
+        layer_norm: true,
+        ..arch
+    }
+}
+
+#[test]
+fn gradient_of_whole_models_with_each_variant() {
+    // Embeddings 25 times larger, for LayerNorm's sake, as stage 5's check of the fullest model.
+    let base = Architecture::default();
+    check_whole_model(
+        fullest(Architecture {
+            kv_heads: Some(1),
+            ..base
+        }),
+        25.0,
+    );
+    check_whole_model(
+        fullest(Architecture {
+            window: Some(2),
+            ..base
+        }),
+        25.0,
+    );
+    check_whole_model(Architecture { rope: true, ..base }, 1.0);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Left at their full size, the variants change no bit.
+// ---------------------------------------------------------------------------------------------------
+
+/// The weights and the first and last losses of [`weigh`]'s ten AdamW steps.
+fn trained_bits(arch: Architecture, tape: &mut Tape) -> Vec<u32> {
+    let weighed = weigh(tape, arch);
+    let params = tape.params().iter().flat_map(|p| p.data.iter());
+    let losses = weighed.losses.iter();
+    params.chain(losses).map(|x| x.to_bits()).collect()
+}
+
+#[test]
+fn k_equal_to_h_and_a_window_of_t_are_the_full_model_bit_for_bit() {
+    let full = Architecture::everything(4, 0.0);
+    let reference = trained_bits(full, &mut Tape::new());
+    for same in [
+        Architecture {
+            kv_heads: Some(4),
+            ..full
+        },
+        Architecture {
+            window: Some(32),
+            ..full
+        },
+        Architecture {
+            window: Some(1000),
+            ..full
+        },
+    ] {
+        assert!(
+            trained_bits(same, &mut Tape::new()) == reference,
+            "{same:?}"
+        );
+    }
+    let narrower = Architecture {
+        window: Some(31),
+        ..full
+    };
+    assert!(
+        trained_bits(narrower, &mut Tape::new()) != reference,
+        "W = T − 1 masks a key"
+    );
+}
+
+#[test]
+fn the_fast_layer_gives_the_lessons_bits_for_each_variant() {
+    for (name, arch) in s7_variants::variants() {
+        let lesson = trained_bits(arch, &mut Tape::new());
+        for threads in [1, 2] {
+            let fast = team::with_team(threads, || {
+                trained_bits(arch, &mut Tape::with_backend(Box::new(Fast::new())))
+            })
+            .unwrap();
+            assert!(fast == lesson, "{name}, {threads} thread(s)");
+        }
+    }
+}
+
+#[test]
+fn rope_keeps_the_position_table_out_and_every_other_weight_in() {
+    let config = |rope| GptConfig {
+        vocab_size: 10,
+        context_size: 8,
+        embedding_size: 8,
+        blocks: 1,
+        architecture: Architecture {
+            rope,
+            ..Architecture::everything(2, 0.0)
+        },
+    };
+    let params = |rope| {
+        let mut tape = Tape::new();
+        let model = Gpt::new(&mut tape, &mut NumpyRandom::seed(1), config(rope));
+        let names: Vec<String> = model
+            .named_parameters()
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        (names, tape.params().to_vec())
+    };
+    let ((names, with), (_, without)) = (params(true), params(false));
+    assert!(!names.iter().any(|n| n.starts_with("pos_emb")), "{names:?}");
+    let mut without: Vec<Tensor> = without;
+    without.remove(1); // the position table, the second parameter drawn
+    assert_eq!(with, without, "the same draws for every other weight");
+}
+
+#[test]
+fn a_turned_query_and_key_score_by_their_distance() {
+    let q = [0.3, -1.2, 0.8, 0.5, 0.1, -0.4];
+    let k = [1.1, 0.2, -0.7, 0.9, -0.3, 0.6];
+    let at = |m, n| turned_score(&q, &k, m, n);
+    assert!((at(2, 0) - at(12, 10)).abs() < 1e-5);
+    assert!((at(5, 5) - turned_score(&q, &k, 0, 0)).abs() < 1e-5);
+    assert!(
+        (at(3, 0) - at(2, 0)).abs() > 1e-3,
+        "another distance, another score"
+    );
+}
+
+#[test]
+fn query_heads_read_their_groups_kv_head() {
+    assert_eq!(kv_head_of_each_query_head(8, 2), [0, 0, 0, 0, 1, 1, 1, 1]);
+    assert_eq!(kv_head_of_each_query_head(4, 4), [0, 1, 2, 3]);
+    assert_eq!(kv_head_of_each_query_head(6, 1), [0; 6]);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The KV cache's memory: rasbt's estimators' figures.
+// ---------------------------------------------------------------------------------------------------
+
+#[test]
+fn the_kv_formula_gives_rasbts_printed_figures() {
+    let figures: Vec<(String, String)> = rasbt_examples()
+        .into_iter()
+        .map(|(name, shape, context)| (name.to_string(), gigabytes(shape.total_bytes(1, context))))
+        .collect();
+    let figure = |name: &str| &figures.iter().find(|(n, _)| n == name).unwrap().1;
+    assert_eq!(figure("MHA"), "17.18 GB"); // ch04/04_gqa
+    assert_eq!(figure("GQA, 8 K/V heads"), "4.29 GB");
+    assert_eq!(figure("MLA, latent 1,024"), "0.81 GB"); // ch04/05_mla
+}
+
+#[test]
+fn a_window_caps_the_cache_and_a_latent_replaces_it() {
+    let mha = KvShape {
+        layers: 2,
+        heads: 4,
+        kv_heads: 4,
+        head_dim: 16,
+        window: None,
+        latent: None,
+        bytes: 4,
+    };
+    assert_eq!(mha.bytes_per_token(), 2 * 2 * 4 * 16 * 4);
+    let swa = KvShape {
+        window: Some(8),
+        ..mha
+    };
+    assert_eq!(
+        swa.total_bytes(1, 6),
+        mha.total_bytes(1, 6),
+        "a window not yet full"
+    );
+    assert_eq!(swa.total_bytes(3, 100), 3 * 8 * mha.bytes_per_token());
+    let mla = KvShape {
+        latent: Some(10),
+        ..mha
+    };
+    assert_eq!(mla.bytes_per_token(), 2 * 10 * 4);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The flags on `s5_gpt`: recorded in the checkpoint, and bad input stopped with one line.
+// ---------------------------------------------------------------------------------------------------
+
+#[test]
+fn the_variants_flags_train_save_and_reload() {
+    let dir = common::scratch("s7_variants", "flags");
+    let dir = dir.to_str().unwrap();
+    let flags = ["--heads", "4", "--kv-heads", "2", "--window", "8", "--rope"];
+    let steps = ["--max-steps", "5", "--quiet"];
+    ok(&[&["train", "--save", dir][..], &flags, &steps].concat());
+    let config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(format!("{dir}/config.json")).unwrap()).unwrap();
+    assert_eq!(config["kv_heads"], 2);
+    assert_eq!(config["window"], 8);
+    assert_eq!(config["rope"], true);
+    let saved = checkpoint::load(std::path::Path::new(dir)).unwrap();
+    let shape = |name: &str| {
+        saved
+            .weights
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, t)| t.shape.clone())
+    };
+    assert_eq!(
+        shape("blocks.0.attn.key.weight"),
+        Some(vec![32, 64]),
+        "K·D = 2 × 16 rows"
+    );
+    assert_eq!(shape("pos_emb.weight"), None, "RoPE in place of the table");
+    ok(&["eval", "--checkpoint", dir, "--quiet"]);
+    ok(&["generate", "--checkpoint", dir, "--sample-len", "20"]);
+    let msg = fails(&["train", "--resume", dir, "--window", "4"]);
+    assert!(
+        msg.contains("--window 4 differs from the checkpoint's 8"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn bad_variant_flags_are_named_with_their_fix() {
+    for (flags, expect) in [
+        (
+            &["--heads", "4", "--kv-heads", "3"][..],
+            "--kv-heads 3 does not divide --heads 4",
+        ),
+        (
+            &["--kv-heads", "0"],
+            "--kv-heads 0 does not divide --heads 1",
+        ),
+        (&["--window", "0"], "--window 0 leaves a character no key"),
+        (
+            &["--window", "4", "--attention", "tiled"],
+            "drop --attention tiled or --window",
+        ),
+        (
+            &["--rope", "--embedding-size", "63", "--heads", "3"],
+            "a head is 21 wide",
+        ),
+    ] {
+        let msg = fails(&[&["train", "--max-steps", "1", "--quiet"][..], flags].concat());
+        assert!(msg.contains(expect), "{flags:?}: {msg}");
+    }
+}
