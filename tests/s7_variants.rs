@@ -322,3 +322,44 @@ fn bad_variant_flags_are_named_with_their_fix() {
         assert!(msg.contains(expect), "{flags:?}: {msg}");
     }
 }
+
+// ---------------------------------------------------------------------------------------------------
+// The exercises' solutions.
+// ---------------------------------------------------------------------------------------------------
+
+#[test]
+fn exercise_interleaved_rope_is_split_halves_in_another_order() {
+    use attention_from_scratch::s5_gpt::variants::rope_forward;
+    use attention_from_scratch::s7_variants::exercises::{rope_interleaved, to_split_halves};
+    let x: Vec<f32> = (0..8).map(|i| 0.3 * i as f32 - 1.0).collect();
+    for p in [0, 1, 5, 31] {
+        let mut split = vec![0.0; 8];
+        rope_forward(&mut split, &to_split_halves(&x), (1, 8), p);
+        let interleaved = to_split_halves(&rope_interleaved(&x, p));
+        assert_eq!(
+            split, interleaved,
+            "position {p}: the same rotation, bit for bit"
+        );
+    }
+}
+
+#[test]
+fn exercise_mqa_memory() {
+    use attention_from_scratch::s7_variants::exercises::chapter_model_cache;
+    assert_eq!(chapter_model_cache(4), 2 * 32 * 2 * 4 * 16 * 4); // 32 KiB
+    assert_eq!(chapter_model_cache(1) * 4, chapter_model_cache(4));
+}
+
+#[test]
+fn exercise_the_other_windows_convention() {
+    use attention_from_scratch::s5_gpt::ops::tril_forward;
+    use attention_from_scratch::s5_gpt::variants::window_forward;
+    use attention_from_scratch::s7_variants::exercises::window_seeing_w_before;
+    let (t, w) = (6, 2);
+    let ones = vec![1.0; t * t];
+    let (mut causal, mut band) = (vec![0.0; t * t], vec![0.0; t * t]);
+    tril_forward(&mut causal, &ones, t, 0.0);
+    window_forward(&mut band, &causal, t, window_seeing_w_before(w), 0.0);
+    let last_row = &band[(t - 1) * t..];
+    assert_eq!(last_row.iter().filter(|&&s| s == 1.0).count(), w + 1);
+}

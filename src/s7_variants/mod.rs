@@ -12,8 +12,11 @@
 //!    ([`crate::s5_gpt::variants::rope_forward`]).
 //! 5. The variants side by side on the sequel's fullest model: parameters, cache, loss.
 //!
+//! [`exercises`] holds the solutions of the chapter's exercises.
+//!
 //! [`run`] prints them in that order, as `cargo run --example s7_variants` shows them.
 
+pub mod exercises;
 pub mod kv;
 
 use std::io::Write;
