@@ -372,13 +372,14 @@ const CHAPTERS_1_TO_4: [&str; 4] = [
 ];
 
 /// Every stage's chapter: each ends with exercises.
-const STAGE_CHAPTERS: [&str; 6] = [
+const STAGE_CHAPTERS: [&str; 7] = [
     "s1_simple.md",
     "s2_trainable.md",
     "s3_causal.md",
     "s4_multihead.md",
     "s5_gpt.md",
     "s6_flash.md",
+    "s7_variants.md",
 ];
 
 /// What a caption's second part may name: a section of rasbt's chapter 3 (`§3.3.1`), one of its
