@@ -4,20 +4,18 @@
 mod common;
 
 use std::path::Path;
-use std::sync::atomic::AtomicBool;
 
 use attention_from_scratch::s5_gpt::app::Config;
 use attention_from_scratch::s5_gpt::app::args::Cli;
 use attention_from_scratch::s5_gpt::app::checkpoint::{
     self, MODEL_FILE, OPTIMIZER_FILE, TrainState,
 };
-use attention_from_scratch::s5_gpt::app::command::{self, Outcome};
-use attention_from_scratch::s5_gpt::app::error::ToolError;
+use attention_from_scratch::s5_gpt::app::command;
 use attention_from_scratch::s5_gpt::app::files::corpus_warning;
 use attention_from_scratch::s5_gpt::app::files::default_data_path;
 use clap::CommandFactory;
 use common::Scratch;
-use common::cli::{fails, ok, s5_gpt};
+use common::cli::{fails, ok};
 use std::ops::ControlFlow;
 
 /// A fresh folder for one test of this file.

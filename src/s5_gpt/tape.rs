@@ -367,7 +367,7 @@ impl Tape {
     pub fn rope(&mut self, x: NodeId, offset: usize) -> NodeId {
         let d = self.value(x).last_dim();
         assert!(
-            d % 2 == 0,
+            d.is_multiple_of(2),
             "RoPE turns pairs: the head width {d} must be even"
         );
         self.apply(self.value(x).shape.clone(), Op::Rope { x, offset })
