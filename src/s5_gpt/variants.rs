@@ -70,7 +70,7 @@ pub fn rope_angles(positions: std::ops::Range<usize>, d: usize) -> (Vec<f32>, Ve
 }
 
 /// Rotary positions: each (T, D) matrix's row r, the token at position `offset + r`, has its pairs
-/// (x₁, x₂) = (x[i], x[i + D/2]) turned by that position's angles:
+/// (x₁, x₂) = (`x[i]`, `x[i + D/2]`) turned by that position's angles:
 /// (x₁·cos − x₂·sin, x₂·cos + x₁·sin).
 pub fn rope_forward(out: &mut [f32], x: &[f32], (t, d): (usize, usize), offset: usize) {
     let (cos, sin) = rope_angles(offset..offset + t, d);
