@@ -10,7 +10,7 @@
 //! | [`colours`] | the heat maps' colour scale, shared by every shaded weight |
 //! | [`heatmap`] | attention weights as heat maps |
 //! | `chart` | line charts, on linear or log axes: the stage-5 curves and stage 2's scaling |
-//! | `stage1` … `stage6`, [`trained`] | the pictures of each stage's ideas, and of the trained model |
+//! | `stage1` … `stage7`, [`trained`] | the pictures of each stage's ideas, and of the trained model |
 //! | [`cost`] | stage 6's table and charts of attention's cost as T grows, from a measured record |
 //! | [`ablation`] | the Markdown tables of the chapter "What the tutorial's model leaves out" |
 
@@ -41,6 +41,7 @@ mod stage3;
 mod stage4;
 mod stage5;
 mod stage6;
+mod stage7;
 pub mod trained;
 
 /// A picture: its path under `book/src/img/` (`zh-CN/…` for the Chinese edition's) and its SVG text.
@@ -170,6 +171,7 @@ pub fn quick_figures(lang: Lang) -> Result<Vec<Figure>, Error> {
     figures.extend(stage4::figures(lang)?);
     figures.extend(stage5::figures(lang)?);
     figures.extend(stage6::figures(lang)?);
+    figures.extend(stage7::figures(lang));
     figures.extend(cost::figures(lang, &cost::committed_medians()?));
     Ok(figures)
 }
