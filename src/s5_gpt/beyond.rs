@@ -55,6 +55,7 @@ pub struct Architecture {
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub rope: bool,
 }
+// ANCHOR_END: architecture
 
 impl Default for Architecture {
     fn default() -> Self {
@@ -72,7 +73,6 @@ impl Default for Architecture {
         }
     }
 }
-// ANCHOR_END: architecture
 
 impl Architecture {
     /// Everything the tutorial's model leaves out: the projections, `heads` heads, residual
@@ -135,11 +135,9 @@ pub struct Attention {
     /// W_query, W_key and W_value (stage 4's names), or `None`: the tutorial's q = k = v = x.
     pub qkv: Option<[Linear; 3]>,
     pub num_heads: usize,
-    /// Stage 7: K, the key/value heads (`num_heads` unless they are grouped).
+    /// Stage 7's variants: K key/value heads, a window of W keys, rotary positions.
     pub kv_heads: usize,
-    /// Stage 7: the W newest keys each token sees, or `None` for all of them.
     pub window: Option<usize>,
-    /// Stage 7: rotary positions on the queries and keys.
     pub rope: bool,
     /// 1/√D as a float32 (0.125 for the tutorial's D = C = 64).
     scale: f32,
@@ -153,13 +151,7 @@ pub struct Attention {
 impl Attention {
     /// (B, T, C) → (B, T, C). `masks` is `Some` while training; dropout draws from it.
     pub fn forward(&self, tape: &mut Tape, x: NodeId, masks: Option<&mut NumpyRandom>) -> NodeId {
-        let [q, k, v] = match &self.qkv {
-            Some(w) => w.map(|w| w.forward(tape, x)), // (B, T, C) each
-            None => [x; 3],
-        };
-        let q = self.split_heads(tape, q, self.num_heads); // (B, H, T, D)
-        let [k, v] = [k, v].map(|y| self.split_heads(tape, y, self.kv_heads)); // (B, K, T, D)
-        let [q, k] = self.rotate(tape, [q, k]); // stage 7: RoPE, or as they were
+        let [q, k, v] = self.project(tape, x, 0); // (B, H, T, D), (B, K, T, D) twice
         let [k, v] = [k, v].map(|y| self.repeat_kv(tape, y)); // (B, H, T, D)
         if let Some(form) = self.attention.flash() {
             return self.flash(tape, [q, k, v], form, masks); // stage 6: the lines below as one node
@@ -250,21 +242,42 @@ impl Attention {
 }
 // ANCHOR_END: split_heads
 
+// ANCHOR: project
+impl Attention {
+    /// The queries (B, H, T, D) and the keys and values (B, K, T, D) of the T tokens at positions
+    /// `offset`.. of x (B, T, C): projected, split into heads and, with RoPE, turned.
+    pub fn project(&self, tape: &mut Tape, x: NodeId, offset: usize) -> [NodeId; 3] {
+        let [q, k, v] = match &self.qkv {
+            Some(w) => w.map(|w| w.forward(tape, x)), // (B, T, C), (B, T, K·D) twice
+            None => [x; 3],
+        };
+        let q = self.split_heads(tape, q, self.num_heads); // (B, H, T, D)
+        let [k, v] = [k, v].map(|y| self.split_heads(tape, y, self.kv_heads)); // (B, K, T, D)
+        let [q, k] = self.rotate(tape, [q, k], offset); // stage 7: RoPE, or as they were
+        [q, k, v]
+    }
+}
+// ANCHOR_END: project
+
 // ANCHOR: variants
 /// Stage 7's variants, each a node or two on the tape, and nothing at all when it is off.
 impl Attention {
-    /// RoPE on the queries and the keys (B, H, T, D); the tutorial's q = k = x is turned once.
-    fn rotate(&self, tape: &mut Tape, [q, k]: [NodeId; 2]) -> [NodeId; 2] {
+    /// RoPE on the queries and the keys (B, H, T, D) of tokens at positions `offset`..; the
+    /// tutorial's q = k = x is turned once.
+    fn rotate(&self, tape: &mut Tape, [q, k]: [NodeId; 2], offset: usize) -> [NodeId; 2] {
         if !self.rope {
             return [q, k];
         }
-        let q_turned = tape.rope(q, 0); // (B, H, T, D)
-        let k_turned = if k == q { q_turned } else { tape.rope(k, 0) }; // (B, K, T, D)
+        let q_turned = tape.rope(q, offset); // (B, H, T, D)
+        let k_turned = match k == q {
+            true => q_turned,
+            false => tape.rope(k, offset), // (B, K, T, D)
+        };
         [q_turned, k_turned]
     }
 
     /// (B, K, T, D) → (B, H, T, D): each key/value head shared by H/K query heads.
-    fn repeat_kv(&self, tape: &mut Tape, y: NodeId) -> NodeId {
+    pub fn repeat_kv(&self, tape: &mut Tape, y: NodeId) -> NodeId {
         match self.num_heads / self.kv_heads {
             1 => y,
             groups => tape.repeat_kv(y, groups),
