@@ -8,8 +8,11 @@ mod common;
 use attention_from_scratch::rng::numpy::NumpyRandom;
 use attention_from_scratch::s5_gpt::app::checkpoint;
 use attention_from_scratch::s5_gpt::beyond::Architecture;
+use attention_from_scratch::s5_gpt::cache::{GptCache, generate_cached};
 use attention_from_scratch::s5_gpt::fast::{Fast, team};
-use attention_from_scratch::s5_gpt::{Gpt, GptConfig, Tape, Tensor};
+use attention_from_scratch::s5_gpt::flash::AttentionForm;
+use attention_from_scratch::s5_gpt::generate::{Sampling, generate, last_row};
+use attention_from_scratch::s5_gpt::{CharDataset, Gpt, GptConfig, Tape, Tensor};
 use attention_from_scratch::s7_variants::{
     self, KvShape, gigabytes, kv_head_of_each_query_head, rasbt_examples, turned_score, weigh,
 };
@@ -362,4 +365,97 @@ fn exercise_the_other_windows_convention() {
     window_forward(&mut band, &causal, t, window_seeing_w_before(w), 0.0);
     let last_row = &band[(t - 1) * t..];
     assert_eq!(last_row.iter().filter(|&&s| s == 1.0).count(), w + 1);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The KV cache: generation with it gives recomputation's characters, bit for bit.
+// ---------------------------------------------------------------------------------------------------
+
+/// A model of `blocks` blocks at the tutorial's sizes with `arch`, from `np.random.seed(42)`, on
+/// the vocabulary of [`s7_variants::LINE`].
+fn model_on_the_line(arch: Architecture, blocks: usize) -> (Tape, Gpt, CharDataset) {
+    let data = CharDataset::from_text(s7_variants::LINE, 1, 32);
+    let config = GptConfig {
+        vocab_size: data.vocab_size(),
+        context_size: 32,
+        embedding_size: 64,
+        blocks,
+        architecture: arch,
+    };
+    let mut tape = Tape::new();
+    let model = Gpt::new(&mut tape, &mut NumpyRandom::seed(42), config);
+    (tape, model, data)
+}
+
+#[test]
+fn cached_generation_is_recomputation_bit_for_bit() {
+    let full = Architecture::everything(4, 0.0);
+    let mut cases = s7_variants::variants();
+    cases.push(("the tutorial's", Architecture::default()));
+    cases.push((
+        "SWA, W = 3, MQA",
+        Architecture {
+            window: Some(3),
+            kv_heads: Some(1),
+            ..full
+        },
+    ));
+    cases.push((
+        "exact form",
+        Architecture {
+            attention: AttentionForm::Exact,
+            ..full
+        },
+    ));
+    for (name, arch) in cases {
+        for blocks in [1, 2] {
+            let (mut tape, model, data) = model_on_the_line(arch, blocks);
+            let run = |cached: bool, tape: &mut Tape| {
+                let rng = &mut NumpyRandom::seed(7);
+                let sampling = Sampling::default();
+                match cached {
+                    true => generate_cached(tape, &model, &data, "Romeo", 90, rng, sampling),
+                    false => generate(tape, &model, &data, "Romeo", 90, rng, sampling),
+                }
+                .unwrap()
+            };
+            let (recomputed, cached) = (run(false, &mut tape), run(true, &mut tape));
+            assert_eq!(cached, recomputed, "{name}, {blocks} block(s)");
+        }
+    }
+}
+
+#[test]
+fn each_cached_step_gives_the_windows_last_logits() {
+    let arch = Architecture {
+        window: Some(5),
+        rope: true,
+        ..Architecture::everything(4, 0.0)
+    };
+    let (mut tape, model, data) = model_on_the_line(arch, 1);
+    let ids = data.encode(s7_variants::LINE).unwrap();
+    let mut cache = GptCache::default();
+    let mut steps = 0;
+    for l in 1..=32 {
+        let window = &ids[..l];
+        tape.reset();
+        let whole = model.forward(&mut tape, window, 1, None); // (1, L, V)
+        let last = last_row(tape.value(whole)).to_vec();
+        let logits = match cache.extends(&model, window, 0) {
+            true => {
+                steps += 1;
+                model.forward_cached(&mut tape, &window[l - 1..], &mut cache)
+            }
+            false => {
+                cache = GptCache::default();
+                model.forward_cached(&mut tape, window, &mut cache)
+            }
+        };
+        assert_eq!(last_row(tape.value(logits)), last, "L = {l}");
+        assert!(cache.layers[0].len() <= 5, "the window keeps 5 keys");
+    }
+    assert_eq!(
+        steps, 31,
+        "one block: every token after the first is one step"
+    );
 }

@@ -10,7 +10,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::flash::{AttentionForm, FlashForm};
-use super::model::{FeedForward, Linear, Model, attention_scale, embed, embedding_table};
+use super::model::{FeedForward, Linear, Model, attention_scale, embedding_table};
 use super::ops::MASK_VALUE;
 use super::tape::Tape;
 use super::tensor::{NodeId, Tensor};
@@ -151,7 +151,21 @@ pub struct Attention {
 impl Attention {
     /// (B, T, C) → (B, T, C). `masks` is `Some` while training; dropout draws from it.
     pub fn forward(&self, tape: &mut Tape, x: NodeId, masks: Option<&mut NumpyRandom>) -> NodeId {
-        let [q, k, v] = self.project(tape, x, 0); // (B, H, T, D), (B, K, T, D) twice
+        let qkv = self.project(tape, x, 0); // (B, H, T, D), (B, K, T, D) twice
+        self.attend(tape, qkv, masks) // (B, T, C)
+    }
+}
+// ANCHOR_END: attention
+
+// ANCHOR: attend
+impl Attention {
+    /// Causal attention of the queries over the keys and values, then the output layer: (B, T, C).
+    pub fn attend(
+        &self,
+        tape: &mut Tape,
+        [q, k, v]: [NodeId; 3],
+        masks: Option<&mut NumpyRandom>,
+    ) -> NodeId {
         let [k, v] = [k, v].map(|y| self.repeat_kv(tape, y)); // (B, H, T, D)
         if let Some(form) = self.attention.flash() {
             return self.flash(tape, [q, k, v], form, masks); // stage 6: the lines below as one node
@@ -170,7 +184,7 @@ impl Attention {
         self.out.forward(tape, context) // (B, T, C)
     }
 }
-// ANCHOR_END: attention
+// ANCHOR_END: attend
 
 impl Attention {
     /// Stage 6's FlashAttention node in place of the naive graph's transpose, matmul, scale, tril,
@@ -233,7 +247,7 @@ impl Attention {
     }
 
     /// (B, H, T, D) → (B, T, C).
-    fn merge_heads(&self, tape: &mut Tape, y: NodeId) -> NodeId {
+    pub fn merge_heads(&self, tape: &mut Tape, y: NodeId) -> NodeId {
         match self.num_heads {
             1 => y,
             _ => tape.merge_heads(y),
@@ -274,6 +288,11 @@ impl Attention {
             false => tape.rope(k, offset), // (B, K, T, D)
         };
         [q_turned, k_turned]
+    }
+
+    /// 1/√D, the scores' scale.
+    pub fn scale(&self) -> f32 {
+        self.scale
     }
 
     /// (B, K, T, D) → (B, H, T, D): each key/value head shared by H/K query heads.
@@ -337,8 +356,18 @@ pub struct Block {
 
 impl Block {
     pub fn forward(&self, tape: &mut Tape, x: NodeId, masks: Option<&mut NumpyRandom>) -> NodeId {
+        self.forward_with(tape, x, |attn, tape, h| attn.forward(tape, h, masks))
+    }
+
+    /// The block with `attend` in place of the attention's forward pass (stage 7's cache).
+    pub fn forward_with(
+        &self,
+        tape: &mut Tape,
+        x: NodeId,
+        attend: impl FnOnce(&Attention, &mut Tape, NodeId) -> NodeId,
+    ) -> NodeId {
         let h = LayerNorm::forward(self.ln1.as_ref(), tape, x); // (B, T, C)
-        let h = self.attn.forward(tape, h, masks); // (B, T, C)
+        let h = attend(&self.attn, tape, h); // (B, T, C)
         let x = self.add_residual(tape, x, h); // (B, T, C)
         let h = LayerNorm::forward(self.ln2.as_ref(), tape, x); // (B, T, C)
         let h = self.ff.forward(tape, h); // (B, T, C)
@@ -429,15 +458,30 @@ impl Gpt {
             t <= self.config.context_size,
             "input of {t} tokens is longer than the context"
         );
-        let mut x = match self.pos_emb {
-            Some(pos_emb) => embed(tape, [self.tok_emb, pos_emb], ids, batch), // (B, T, C)
-            None => tape.embedding(self.tok_emb, ids, &[batch, t]), // (B, T, C): RoPE places them
-        };
+        let mut x = self.embed(tape, ids, batch, 0); // (B, T, C)
         for block in &self.blocks {
             x = block.forward(tape, x, masks.as_deref_mut()); // (B, T, C)
         }
+        self.output(tape, x) // (B, T, V)
+    }
+
+    /// `GPTOutput`: (B, T, C) → (B, T, V), after `ln_f`.
+    pub fn output(&self, tape: &mut Tape, x: NodeId) -> NodeId {
         let x = LayerNorm::forward(self.ln_f.as_ref(), tape, x); // (B, T, C)
         self.head.forward(tape, x) // (B, T, V)
+    }
+
+    /// `GPTEmbedding` for tokens at positions `offset`..: each token's row plus its position's, or,
+    /// with RoPE, the token's row alone (the attention places it).
+    pub fn embed(&self, tape: &mut Tape, ids: &[usize], batch: usize, offset: usize) -> NodeId {
+        let t = ids.len() / batch;
+        let token = tape.embedding(self.tok_emb, ids, &[batch, t]); // (B, T, C)
+        let Some(table) = self.pos_emb else {
+            return token;
+        };
+        let positions: Vec<usize> = (offset..offset + t).collect();
+        let position = tape.embedding(table, &positions, &[t]); // (T, C)
+        tape.add(token, position) // (B, T, C)
     }
 }
 // ANCHOR_END: gpt

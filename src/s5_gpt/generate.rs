@@ -60,7 +60,7 @@ pub fn generate(
 }
 
 /// The last row of logits (…, V): the scores of the character after the last one.
-fn last_row(logits: &Tensor) -> &[f32] {
+pub fn last_row(logits: &Tensor) -> &[f32] {
     &logits.data[logits.data.len() - logits.last_dim()..]
 }
 // ANCHOR_END: generate
@@ -200,7 +200,7 @@ pub fn generate_cached(
 // ANCHOR: probabilities
 /// softmax(logits / temperature), with the characters outside the top k set to 0 before the sum.
 /// With the default [`Sampling`] this is the chapter's softmax bit for bit: x / 1 is x.
-fn probabilities(logits: &[f32], sampling: Sampling) -> Vec<f64> {
+pub fn probabilities(logits: &[f32], sampling: Sampling) -> Vec<f64> {
     let scaled: Vec<f32> = logits.iter().map(|&l| l / sampling.temperature).collect();
     let max = scaled.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
     let mut exp: Vec<f32> = scaled.iter().map(|&l| libm::expf(l - max)).collect();

@@ -29,6 +29,7 @@
 //! | [`generate`](mod@generate) | `GPTTrainer.generate` |
 //! | [`baseline`] | (not in the tutorial) a bigram model, the yardstick of the held-out curve |
 //! | [`beyond`] | (not in the tutorial) the sequel's model: [`beyond::Gpt`] |
+//! | [`cache`] | (not in the tutorial) stage 7's KV cache of the sequel's model, and generation with it |
 //! | [`variants`] | (not in the tutorial) stage 7's ops: grouped-query heads, the sliding window, rotary positions |
 //!
 //! [`beyond::Gpt`] is the same model with an [`beyond::Architecture`], which adds back what the
@@ -62,6 +63,7 @@ pub mod app;
 pub mod backend;
 pub mod baseline;
 pub mod beyond;
+pub mod cache;
 pub mod data;
 pub mod error;
 pub mod fast;

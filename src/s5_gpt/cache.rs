@@ -1,0 +1,221 @@
+//! Lesson layer. Stage 7's KV cache, part of the sequel's model: each block keeps the keys and
+//! values of the tokens it has seen, so that writing one more token computes one row of the
+//! attention instead of the whole window. The chapter `s7_variants` shows it.
+//!
+//! [`generate_cached`] gives the characters [`generate`](super::generate::generate) gives, bit for
+//! bit: the window is computed whole (the **prefill**) at the start and whenever recomputing would
+//! give the cached rows other bits, and one token at a time in between ([`GptCache::extends`] says
+//! when).
+
+use super::beyond::{Attention, Gpt};
+use super::data::CharDataset;
+use super::error::GptError;
+use super::flash::AttentionForm;
+use super::generate::{Sampling, last_row, probabilities, sums_like_one_shorter};
+use super::ops::MASK_VALUE;
+use super::tape::Tape;
+use super::tensor::{NodeId, Tensor};
+use crate::rng::numpy::NumpyRandom;
+
+// ANCHOR: layer_cache
+/// One block's cache: for each key/value head, the keys and the values of the tokens it keeps,
+/// (L, D) each, oldest first. With a window of W it keeps the W newest.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LayerCache {
+    pub keys: Vec<Vec<f32>>,
+    pub values: Vec<Vec<f32>>,
+    /// The shape of one head's (L, D) matrix's new rows as the tape made them: (1, K, n, D), or
+    /// (1, n, C) for one head.
+    shape: Vec<usize>,
+}
+
+impl LayerCache {
+    /// Adds the n new rows of each head of k and v, and forgets the rows a `window` no longer
+    /// holds.
+    fn keep(&mut self, k: &Tensor, v: &Tensor, window: Option<usize>) {
+        let (heads, _, d) = k.matrices(); // (K, n, D)
+        self.keys.resize(heads, vec![]);
+        self.values.resize(heads, vec![]);
+        for (kept, new) in [(&mut self.keys, k), (&mut self.values, v)] {
+            for (rows, head) in kept
+                .iter_mut()
+                .zip(new.data.chunks_exact(new.data.len() / heads))
+            {
+                rows.extend_from_slice(head);
+                let old = rows.len() / d - window.unwrap_or(usize::MAX).min(rows.len() / d);
+                rows.drain(..old * d); // (min(L, W), D)
+            }
+        }
+        self.shape = k.shape.clone();
+    }
+
+    /// The rows each head keeps.
+    pub fn len(&self) -> usize {
+        let d = self.shape.last().copied().unwrap_or(1);
+        self.keys.first().map_or(0, |rows| rows.len() / d)
+    }
+
+    /// Whether the cache holds no row yet.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The kept keys and values as inputs of the tape, (1, K, L, D) each, or (1, L, C).
+    fn inputs(&self, tape: &mut Tape) -> [NodeId; 2] {
+        let mut shape = self.shape.clone();
+        let n = shape.len();
+        shape[n - 2] = self.len();
+        [&self.keys, &self.values].map(|heads| tape.input(Tensor::new(&shape, heads.concat())))
+    }
+}
+// ANCHOR_END: layer_cache
+
+// ANCHOR: attention_cached
+impl Attention {
+    /// (1, n, C) → (1, n, C) for the tokens at positions `position`..: the whole window at
+    /// position 0 (the prefill, exactly [`Attention::forward`]), then one token at a time, whose
+    /// query reads every key the cache keeps.
+    pub fn forward_cached(
+        &self,
+        tape: &mut Tape,
+        x: NodeId,
+        cache: &mut LayerCache,
+        position: usize,
+    ) -> NodeId {
+        let [q, k, v] = self.project(tape, x, position); // (1, H, n, D), (1, K, n, D) twice
+        cache.keep(tape.value(k), tape.value(v), self.window);
+        if position == 0 {
+            return self.attend(tape, [q, k, v], None); // (1, n, C)
+        }
+        let [k, v] = cache.inputs(tape).map(|y| self.repeat_kv(tape, y)); // (1, H, L', D)
+        let kt = tape.transpose(k); // (1, H, D, L')
+        let scores = tape.matmul(q, kt); // (1, H, 1, L'): no future to mask
+        let scores = tape.scale(scores, self.scale()); // (1, H, 1, L')
+        let forgotten = position + 1 - cache.len(); // keys the window no longer holds
+        let scores = pad_front(tape, scores, forgotten, self.mask_value); // (1, H, 1, L)
+        let weights = tape.softmax(scores); // (1, H, 1, L)
+        let weights = drop_front(tape, weights, forgotten); // (1, H, 1, L'): the rest are 0
+        let context = tape.matmul(weights, v); // (1, H, 1, D)
+        let context = self.merge_heads(tape, context); // (1, 1, C)
+        self.out.forward(tape, context) // (1, 1, C)
+    }
+}
+// ANCHOR_END: attention_cached
+
+/// The scores of the keys a window forgot, in front of each row: the mask's value, as the full
+/// window's band writes it. Inference only: the new node is an input, without a gradient.
+fn pad_front(tape: &mut Tape, scores: NodeId, n: usize, value: f32) -> NodeId {
+    if n == 0 {
+        return scores;
+    }
+    let x = tape.value(scores);
+    let l = x.last_dim() + n;
+    let data = x.data.chunks_exact(x.last_dim());
+    let rows = data.flat_map(|row| std::iter::repeat_n(value, n).chain(row.iter().copied()));
+    let shape = [&x.shape[..x.ndim() - 1], &[l]].concat();
+    tape.input(Tensor::new(&shape, rows.collect()))
+}
+
+/// Each row without its first `n` values: the weights of the forgotten keys, which are 0.
+fn drop_front(tape: &mut Tape, weights: NodeId, n: usize) -> NodeId {
+    if n == 0 {
+        return weights;
+    }
+    let x = tape.value(weights);
+    let rows = x
+        .data
+        .chunks_exact(x.last_dim())
+        .flat_map(|row| row[n..].iter().copied());
+    let shape = [&x.shape[..x.ndim() - 1], &[x.last_dim() - n]].concat();
+    tape.input(Tensor::new(&shape, rows.collect()))
+}
+
+// ANCHOR: gpt_cache
+/// The sequel's model's cache: one [`LayerCache`] per block, and the tokens it has seen.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct GptCache {
+    pub layers: Vec<LayerCache>,
+    pub len: usize,
+}
+
+impl Gpt {
+    /// Logits (1, n, V) of the n tokens `ids` that follow the `cache.len` the cache has seen: the
+    /// whole window into an empty cache, then one token at a time.
+    pub fn forward_cached(&self, tape: &mut Tape, ids: &[usize], cache: &mut GptCache) -> NodeId {
+        let position = cache.len;
+        cache
+            .layers
+            .resize(self.blocks.len(), LayerCache::default());
+        let mut x = self.embed(tape, ids, 1, position); // (1, n, C)
+        for (block, layer) in self.blocks.iter().zip(&mut cache.layers) {
+            x = block.forward_with(tape, x, |attn, tape, h| {
+                attn.forward_cached(tape, h, layer, position) // (1, n, C)
+            });
+        }
+        cache.len += ids.len();
+        self.output(tape, x) // (1, n, V)
+    }
+}
+// ANCHOR_END: gpt_cache
+
+// ANCHOR: extends
+impl GptCache {
+    /// Whether `window`, the last ≤ T tokens from `start`, is the cache's tokens and one more, and
+    /// computing only that one gives the bits the whole window would.
+    ///
+    /// The window must not slide (positions would move) and the model must mask as the cache
+    /// does. A block's keys and values after the first come from the softmax rows of the block
+    /// before, which recomputing sums at the window's new width: NumPy's pairwise sum groups a
+    /// row of L values like one of L − 1 only sometimes ([`sums_like_one_shorter`]).
+    pub fn extends(&self, model: &Gpt, window: &[usize], start: usize) -> bool {
+        let l = window.len();
+        let grows_by_one = start == 0 && self.len > 0 && self.len + 1 == l;
+        let sums_alike = model.blocks.len() == 1 || sums_like_one_shorter(l);
+        grows_by_one && sums_alike && caches_like_it_computes(model)
+    }
+}
+
+/// A model whose every attention masks the future with the tutorial's −1e9 and computes
+/// naive attention's bits (naive, or stage 6's exact form).
+pub fn caches_like_it_computes(model: &Gpt) -> bool {
+    model
+        .blocks
+        .iter()
+        .all(|b| b.attn.mask_value == MASK_VALUE && b.attn.attention != AttentionForm::Tiled)
+}
+// ANCHOR_END: extends
+
+// ANCHOR: generate_cached
+/// [`generate`](super::generate::generate) with a [`GptCache`]: the same characters, to the bit.
+pub fn generate_cached(
+    tape: &mut Tape,
+    model: &Gpt,
+    dataset: &CharDataset,
+    prompt: &str,
+    steps: usize,
+    rng: &mut NumpyRandom,
+    sampling: Sampling,
+) -> Result<String, GptError> {
+    let mut tokens = dataset.encode(prompt)?;
+    if tokens.is_empty() {
+        return Err(GptError::EmptyPrompt);
+    }
+    let mut cache = GptCache::default();
+    for _ in 0..steps {
+        let start = tokens.len().saturating_sub(model.config.context_size);
+        let window = &tokens[start..]; // (L)
+        tape.reset();
+        let logits = match cache.extends(model, window, start) {
+            true => model.forward_cached(tape, &window[window.len() - 1..], &mut cache), // (1, 1, V)
+            false => {
+                cache = GptCache::default();
+                model.forward_cached(tape, window, &mut cache) // (1, L, V): the prefill
+            }
+        };
+        let last = last_row(tape.value(logits)); // (V)
+        tokens.push(rng.choice(&probabilities(last, sampling)));
+    }
+    tape.reset();
+    Ok(dataset.decode(&tokens))
+}
+// ANCHOR_END: generate_cached
