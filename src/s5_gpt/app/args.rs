@@ -395,6 +395,10 @@ pub struct GenerateArgs {
     /// probability last
     #[arg(long, help_heading = "Sampling")]
     pub probs: bool,
+    /// Compute the whole window again for every character, as the chapter does, instead of keeping
+    /// each block's keys and values (stage 7's KV cache); the sample is the same
+    #[arg(long, help_heading = "Sampling")]
+    pub no_cache: bool,
     #[command(flatten)]
     pub compute: ComputeArgs,
 }

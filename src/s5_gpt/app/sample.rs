@@ -9,6 +9,8 @@ use crate::rng::numpy::NumpyRandom;
 use crate::s5_gpt::app::error::ToolError;
 use crate::s5_gpt::data::CharDataset;
 use crate::s5_gpt::error::GptError;
+use crate::s5_gpt::beyond::Gpt;
+use crate::s5_gpt::cache::generate_cached;
 use crate::s5_gpt::generate::{Sampling, generate, next_char_probabilities};
 use crate::s5_gpt::tape::Tape;
 
@@ -16,6 +18,17 @@ use crate::s5_gpt::tape::Tape;
 /// float32; above, every character is as likely as every other.
 const MIN_TEMPERATURE: f32 = 1e-3;
 const MAX_TEMPERATURE: f32 = 1e3;
+
+/// [`generate`] and [`generate_cached`], which draw the same characters.
+type Generate = fn(
+    &mut Tape,
+    &Gpt,
+    &CharDataset,
+    &str,
+    usize,
+    &mut NumpyRandom,
+    Sampling,
+) -> Result<String, GptError>;
 
 /// The text `s5_gpt generate` prints (without its final line break): `--prompt` and
 /// `--sample-len` characters drawn from `saved`'s model with `--temperature` and `--top-k`.
@@ -30,15 +43,11 @@ pub fn sample(saved: &Checkpoint, args: &GenerateArgs) -> Result<String, ToolErr
         let mut rng = NumpyRandom::seed(args.seed);
         let model = saved.model(&mut tape, &mut rng);
         let (prompt, len) = (&args.sample.prompt, args.sample.sample_len);
-        let sample = generate(
-            &mut tape,
-            &model,
-            &vocabulary,
-            prompt,
-            len,
-            &mut rng,
-            sampling,
-        );
+        let run: Generate = match args.no_cache {
+            true => generate,
+            false => generate_cached, // stage 7: the same characters, sooner
+        };
+        let sample = run(&mut tape, &model, &vocabulary, prompt, len, &mut rng, sampling);
         Ok(sample?)
     })
 }
