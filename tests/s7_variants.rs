@@ -459,3 +459,54 @@ fn each_cached_step_gives_the_windows_last_logits() {
         "one block: every token after the first is one step"
     );
 }
+
+#[test]
+fn sums_like_one_longer_is_what_the_pairwise_sum_does() {
+    use attention_from_scratch::s5_gpt::cache::sums_like_one_longer;
+    use attention_from_scratch::s5_gpt::ops::pairwise_sum;
+    let mut rng = NumpyRandom::seed(5);
+    let row: Vec<f32> = (0..2048)
+        .map(|_| rng.standard_normal().exp() as f32)
+        .collect();
+    let mut alike = 0;
+    for l in 2..=2048 {
+        let claimed = sums_like_one_longer(l);
+        let prefixes = [1, l / 3, l / 2 + 1, l - 1];
+        let same = prefixes.iter().map(|&n| n.min(l - 1)).all(|n| {
+            let mut padded = row[..l].to_vec();
+            padded[n..].fill(0.0); // values 0..n, then zeros
+            pairwise_sum(&padded) == pairwise_sum(&padded[..l - 1])
+        });
+        assert!(!claimed || same, "L = {l}: said alike, sums differ");
+        alike += usize::from(claimed);
+    }
+    assert!(alike > 1000, "{alike} of 2,047 widths step with the cache");
+}
+
+#[test]
+fn cached_generation_past_128_tokens_is_recomputation_bit_for_bit() {
+    let arch = Architecture {
+        kv_heads: Some(2),
+        rope: true,
+        ..Architecture::everything(4, 0.0)
+    };
+    let data = CharDataset::from_text(s7_variants::LINE, 1, 32);
+    let config = GptConfig {
+        vocab_size: data.vocab_size(),
+        context_size: 300,
+        embedding_size: 32,
+        blocks: 2,
+        architecture: arch,
+    };
+    let mut tape = Tape::new();
+    let model = Gpt::new(&mut tape, &mut NumpyRandom::seed(42), config);
+    let run = |cached: bool, tape: &mut Tape| {
+        let (rng, sampling) = (&mut NumpyRandom::seed(3), Sampling::default());
+        match cached {
+            true => generate_cached(tape, &model, &data, "Romeo", 320, rng, sampling),
+            false => generate(tape, &model, &data, "Romeo", 320, rng, sampling),
+        }
+        .unwrap()
+    };
+    assert_eq!(run(true, &mut tape), run(false, &mut tape));
+}

@@ -13,6 +13,7 @@ use super::error::GptError;
 use super::flash::AttentionForm;
 use super::generate::{Sampling, last_row, probabilities, sums_like_one_shorter};
 use super::ops::MASK_VALUE;
+use super::ops::PAIRWISE_BLOCK;
 use super::tape::Tape;
 use super::tensor::{NodeId, Tensor};
 use crate::rng::numpy::NumpyRandom;
@@ -166,12 +167,27 @@ impl GptCache {
     /// The window must not slide (positions would move) and the model must mask as the cache
     /// does. A block's keys and values after the first come from the softmax rows of the block
     /// before, which recomputing sums at the window's new width: NumPy's pairwise sum groups a
-    /// row of L values like one of L − 1 only sometimes ([`sums_like_one_shorter`]).
+    /// row of L values like one of L − 1 only sometimes ([`sums_like_one_longer`]).
     pub fn extends(&self, model: &Gpt, window: &[usize], start: usize) -> bool {
         let l = window.len();
         let grows_by_one = start == 0 && self.len > 0 && self.len + 1 == l;
-        let sums_alike = model.blocks.len() == 1 || sums_like_one_shorter(l);
+        let sums_alike = model.blocks.len() == 1 || sums_like_one_longer(l);
         grows_by_one && sums_alike && caches_like_it_computes(model)
+    }
+}
+
+/// Whether NumPy's pairwise sum adds a row of `l` values whose last is 0 as it adds the row
+/// without it, for any values before: the grouping of its first l − 1 values is the same.
+///
+/// Up to 128 values, a block: [`sums_like_one_shorter`]. Above, the row is split at half its
+/// length, rounded down to a multiple of 8: the split must not move, and the right part must
+/// group alike in turn.
+pub fn sums_like_one_longer(l: usize) -> bool {
+    let half = |n: usize| n / 2 - n / 2 % 8;
+    match l {
+        0..=PAIRWISE_BLOCK => sums_like_one_shorter(l),
+        _ if l - 1 <= PAIRWISE_BLOCK => false, // a block becomes two halves
+        _ => half(l) == half(l - 1) && sums_like_one_longer(l - half(l)),
     }
 }
 

@@ -7,10 +7,10 @@ use super::checkpoint::Checkpoint;
 use super::config::{SAMPLE_LEN, THREADS, TOP_K};
 use crate::rng::numpy::NumpyRandom;
 use crate::s5_gpt::app::error::ToolError;
-use crate::s5_gpt::data::CharDataset;
-use crate::s5_gpt::error::GptError;
 use crate::s5_gpt::beyond::Gpt;
 use crate::s5_gpt::cache::generate_cached;
+use crate::s5_gpt::data::CharDataset;
+use crate::s5_gpt::error::GptError;
 use crate::s5_gpt::generate::{Sampling, generate, next_char_probabilities};
 use crate::s5_gpt::tape::Tape;
 
@@ -47,7 +47,15 @@ pub fn sample(saved: &Checkpoint, args: &GenerateArgs) -> Result<String, ToolErr
             true => generate,
             false => generate_cached, // stage 7: the same characters, sooner
         };
-        let sample = run(&mut tape, &model, &vocabulary, prompt, len, &mut rng, sampling);
+        let sample = run(
+            &mut tape,
+            &model,
+            &vocabulary,
+            prompt,
+            len,
+            &mut rng,
+            sampling,
+        );
         Ok(sample?)
     })
 }
