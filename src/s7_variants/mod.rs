@@ -16,6 +16,7 @@
 //!
 //! [`run`] prints them in that order, as `cargo run --example s7_variants` shows them.
 
+pub mod bench;
 pub mod exercises;
 pub mod kv;
 
