@@ -6,7 +6,7 @@
 use std::process::ExitCode;
 
 use attention_from_scratch::cli::exit_code;
-use attention_from_scratch::s7_variants::bench::Cli;
+use attention_from_scratch::s7_variants::app::Cli;
 use clap::Parser;
 
 fn main() -> ExitCode {

@@ -16,9 +16,11 @@
 //!
 //! [`run`] prints them in that order, as `cargo run --example s7_variants` shows them.
 
+pub mod app;
 pub mod bench;
 pub mod exercises;
 pub mod kv;
+pub mod weigh;
 
 use std::io::Write;
 
