@@ -510,3 +510,81 @@ fn cached_generation_past_128_tokens_is_recomputation_bit_for_bit() {
     };
     assert_eq!(run(true, &mut tape), run(false, &mut tape));
 }
+
+// ---------------------------------------------------------------------------------------------------
+// The KV-memory calculator of `s7_variants --kv` (and of the page).
+// ---------------------------------------------------------------------------------------------------
+
+/// What `s7_variants ARGS…` prints, or its one-line error.
+fn s7(args: &[&str]) -> Result<String, String> {
+    use attention_from_scratch::s7_variants::app::Cli;
+    use clap::Parser;
+    let cli = Cli::try_parse_from(std::iter::once("s7_variants").chain(args.iter().copied()))
+        .map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    cli.run(&mut out).map_err(|e| e.to_string())?;
+    Ok(String::from_utf8(out).unwrap())
+}
+
+#[test]
+fn the_calculator_prints_rasbts_figures() {
+    let mha = s7(&["--kv", "--kv-heads", "32"]).unwrap();
+    assert!(
+        mha.ends_with("the cache: 17,179,869,184 bytes, 17.18 GB\n"),
+        "{mha}"
+    );
+    let gqa = s7(&["--kv"]).unwrap();
+    assert!(gqa.contains("4.29 GB"), "{gqa}");
+    let mla = [
+        "--layers",
+        "48",
+        "--heads",
+        "24",
+        "--kv-heads",
+        "24",
+        "--latent",
+        "1024",
+    ];
+    let mla = s7(&[&["--kv", "--tokens", "8192"][..], &mla].concat()).unwrap();
+    assert!(mla.contains("0.81 GB"), "{mla}");
+    let swa = s7(&["--kv", "--window", "4096"]).unwrap();
+    assert!(swa.contains("tokens kept: 4,096 of 32,768"), "{swa}");
+}
+
+#[test]
+fn the_calculators_bad_input_is_one_line() {
+    for (args, expect) in [
+        (
+            &["--kv", "--kv-heads", "3"][..],
+            "--kv-heads 3 does not divide --heads 32",
+        ),
+        (
+            &["--kv", "--kv-heads", "64"],
+            "--kv-heads 64 does not divide --heads 32",
+        ),
+        (&["--kv", "--layers", "0"], "--layers 0 is out of range"),
+        (&["--kv", "--window", "0"], "--window 0 is out of range"),
+        (
+            &[
+                "--kv",
+                "--tokens",
+                "10000000",
+                "--layers",
+                "10000000",
+                "--head-dim",
+                "10000000",
+            ],
+            "smaller sizes",
+        ),
+        (
+            &["--bench", "--context", "0"],
+            "--context 0 is out of range",
+        ),
+    ] {
+        let msg = s7(args).expect_err("bad input");
+        assert!(
+            msg.contains(expect) && !msg.trim_end().contains('\n'),
+            "{args:?}: {msg}"
+        );
+    }
+}

@@ -5,6 +5,7 @@
 use std::io::Write;
 
 use super::bench::{self, CONTEXTS};
+use super::kv::{KvShape, calculator_lines};
 use super::weigh;
 use crate::s5_gpt::app::error::ToolError;
 
@@ -34,11 +35,100 @@ pub struct Cli {
     /// With --weigh: train N steps per model instead of the tutorial's two epochs
     #[arg(long, value_name = "N", requires = "weigh")]
     pub max_steps: Option<usize>,
+    #[command(flatten)]
+    pub kv: KvArgs,
 }
+
+/// The KV-memory calculator: `--kv` and the model's sizes (the defaults are rasbt's Llama-sized
+/// example with 8 key/value heads).
+#[derive(Debug, clap::Args)]
+#[command(next_help_heading = "The KV-memory calculator")]
+pub struct KvArgs {
+    /// Print what a model of these sizes keeps in its KV cache instead
+    #[arg(long, conflicts_with_all = ["bench", "weigh"])]
+    pub kv: bool,
+    /// Layers (transformer blocks)
+    #[arg(long, value_name = "N", default_value_t = 32, requires = "kv")]
+    pub layers: usize,
+    /// H, the query heads
+    #[arg(long, value_name = "H", default_value_t = 32, requires = "kv")]
+    pub heads: usize,
+    /// K, the key/value heads (a divisor of H: H for multi-head, 1 for multi-query)
+    #[arg(long, value_name = "K", default_value_t = 8, requires = "kv")]
+    pub kv_heads: usize,
+    /// D, the width of a head
+    #[arg(long, value_name = "D", default_value_t = 128, requires = "kv")]
+    pub head_dim: usize,
+    /// The tokens of the sequence
+    #[arg(long, value_name = "T", default_value_t = 32_768, requires = "kv")]
+    pub tokens: usize,
+    /// A sliding window: only the W newest tokens are kept [default: all]
+    #[arg(long, value_name = "W", requires = "kv")]
+    pub window: Option<usize>,
+    /// A latent of L values per token and layer in place of the keys and values (latent attention)
+    #[arg(long, value_name = "L", requires = "kv")]
+    pub latent: Option<usize>,
+    /// Bytes per value: 4 for float32, 2 for bfloat16, 1 for 8 bits
+    #[arg(long, value_name = "B", default_value_t = 2, requires = "kv")]
+    pub bytes: usize,
+}
+
+impl KvArgs {
+    /// The model's shape, or one line naming what is wrong and the fix.
+    pub fn shape(&self) -> Result<KvShape, BenchError> {
+        let bad = |why: String| Err(BenchError::Settings(why));
+        let sizes = [
+            ("--layers", self.layers),
+            ("--heads", self.heads),
+            ("--kv-heads", self.kv_heads),
+            ("--head-dim", self.head_dim),
+            ("--tokens", self.tokens),
+            ("--bytes", self.bytes),
+            ("--window", self.window.unwrap_or(1)),
+            ("--latent", self.latent.unwrap_or(1)),
+        ];
+        if let Some((flag, n)) = sizes.iter().find(|(_, n)| !(1..=MAX_SIZE).contains(n)) {
+            return bad(format!("{flag} {n} is out of range; use 1 to {MAX_SIZE}"));
+        }
+        let (h, k) = (self.heads, self.kv_heads);
+        if !h.is_multiple_of(k) || k > h {
+            return bad(format!(
+                "--kv-heads {k} does not divide --heads {h}; use a divisor of {h}, such as 1 (multi-query) or {h}"
+            ));
+        }
+        let per_layer = self.latent.map_or(2 * k * self.head_dim, |l| l) as u128;
+        let kept = self.window.map_or(self.tokens, |w| w.min(self.tokens)) as u128;
+        if per_layer * (self.layers * self.bytes) as u128 * kept > usize::MAX as u128 {
+            return bad(
+                "the cache would hold more bytes than this machine can count; use smaller sizes"
+                    .to_string(),
+            );
+        }
+        Ok(KvShape {
+            layers: self.layers,
+            heads: h,
+            kv_heads: k,
+            head_dim: self.head_dim,
+            window: self.window,
+            latent: self.latent,
+            bytes: self.bytes,
+        })
+    }
+}
+
+/// The largest size the calculator takes: its products stay far below 2⁶⁴.
+pub const MAX_SIZE: usize = 10_000_000;
 
 impl Cli {
     /// Runs what the flags ask for, writing to `out`; bad settings are one line naming the fix.
     pub fn run<W: Write>(&self, out: &mut W) -> Result<(), BenchError> {
+        if self.kv.kv {
+            let shape = self.kv.shape()?;
+            for line in calculator_lines(&shape, self.kv.tokens) {
+                writeln!(out, "{line}")?;
+            }
+            return Ok(());
+        }
         if self.weigh {
             return Ok(weigh::run(out, self.max_steps, false)?);
         }

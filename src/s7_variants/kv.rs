@@ -99,3 +99,43 @@ pub fn rasbt_examples() -> Vec<(&'static str, KvShape, usize)> {
         ("MLA, latent 1,024", deepseek, 8192),
     ]
 }
+
+// ANCHOR: calculator
+/// The calculator's lines for one sequence of `context` tokens: what a token adds, and the whole
+/// cache, in bytes and in rasbt's gigabytes.
+pub fn calculator_lines(shape: &KvShape, context: usize) -> Vec<String> {
+    let per_layer = match shape.latent {
+        Some(l) => format!("a latent of {l}"),
+        None => format!("2 × {} K/V heads × {}", shape.kv_heads, shape.head_dim),
+    };
+    let kept = shape.window.map_or(context, |w| w.min(context));
+    let total = shape.total_bytes(1, context);
+    vec![
+        format!(
+            "per token: {} bytes ({per_layer} values × {} layers × {} bytes)",
+            thousands(shape.bytes_per_token()),
+            shape.layers,
+            shape.bytes
+        ),
+        format!("tokens kept: {} of {}", thousands(kept), thousands(context)),
+        format!(
+            "the cache: {} bytes, {}",
+            thousands(total),
+            gigabytes(total)
+        ),
+    ]
+}
+
+/// 32768 as "32,768".
+fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+// ANCHOR_END: calculator
