@@ -1,5 +1,6 @@
 //! Draws the book's pictures into `book/src/img/`: `cargo run --release --example book_figures`.
-//! Stage 6's tables of attention's cost go into `book/src/generated/`, from the record beside them.
+//! Stage 6's tables of attention's cost and stage 7's table of the KV cache's speed go into
+//! `book/src/generated/`, each from the record beside it.
 //! Each is drawn twice from the same numbers: in English, and in Chinese into `book/src/img/zh-CN/`.
 //!
 //! The pictures of the stages' ideas take a moment; the stage-5 loss curves train the GPT first
@@ -41,7 +42,8 @@ fn write(figure: &Figure) -> Result<(), ToolError> {
 }
 
 /// Writes `text` into `book/src/generated/file`, whole or not at all: stage 6's tables of what
-/// attention costs, drawn, like its charts, from the record `book/src/generated/s6_bench.txt`.
+/// attention costs and stage 7's table of the KV cache's speed, drawn, like their charts, from the
+/// records `book/src/generated/s6_bench.txt` and `s7_bench.txt`.
 fn write_generated(file: &str, text: &str) -> Result<(), ToolError> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("book/src/generated")
@@ -81,6 +83,9 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
             write(&figure)?;
         }
         for (file, table) in figures::cost::tables(lang, &figures::cost::committed_medians()?) {
+            write_generated(&file, &table)?;
+        }
+        for (file, table) in figures::cache::tables(lang, &figures::cache::committed_record()?) {
             write_generated(&file, &table)?;
         }
     }

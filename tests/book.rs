@@ -822,3 +822,25 @@ fn committed_cost_tables_are_drawn_from_the_bench_record() {
         }
     }
 }
+
+#[test]
+fn committed_cache_table_and_chart_are_drawn_from_the_bench_record() {
+    use attention_from_scratch::figures::cache::{committed_record, figures, tables};
+    use attention_from_scratch::figures::committed;
+    use attention_from_scratch::lang::Lang;
+    let record = committed_record().unwrap();
+    let stale = "is stale; run `cargo run --release --example book_figures -- --quick`";
+    for lang in Lang::ALL {
+        for (file, text) in tables(lang, &record) {
+            let committed = fs::read_to_string(book_src().join("generated").join(&file));
+            let drawn = committed.is_ok_and(|c| c == text);
+            assert!(drawn, "book/src/generated/{file} {stale}");
+        }
+        let charts = figures(lang, &record);
+        assert_eq!(charts.len(), 1, "the record draws no chart at one thread");
+        for figure in charts {
+            let drawn = committed(&figure.file).is_ok_and(|c| c == figure.svg);
+            assert!(drawn, "book/src/img/{} {stale}", figure.file);
+        }
+    }
+}

@@ -12,6 +12,7 @@
 //! | `chart` | line charts, on linear or log axes: the stage-5 curves and stage 2's scaling |
 //! | `stage1` … `stage7`, [`trained`] | the pictures of each stage's ideas, and of the trained model |
 //! | [`cost`] | stage 6's table and charts of attention's cost as T grows, from a measured record |
+//! | [`cache`] | stage 7's table and chart of what the KV cache saves as T grows, from a measured record |
 //! | [`ablation`] | the Markdown tables of the chapter "What the tutorial's model leaves out" |
 
 use ndarray::{Array2, Array3, ArrayView2, Axis};
@@ -30,6 +31,7 @@ use crate::{BookSeeds, Error};
 
 pub mod ablation;
 pub mod attention;
+pub mod cache;
 mod chart;
 pub mod colours;
 pub mod cost;
@@ -173,6 +175,7 @@ pub fn quick_figures(lang: Lang) -> Result<Vec<Figure>, Error> {
     figures.extend(stage6::figures(lang)?);
     figures.extend(stage7::figures(lang));
     figures.extend(cost::figures(lang, &cost::committed_medians()?));
+    figures.extend(cache::figures(lang, &cache::committed_record()?));
     Ok(figures)
 }
 
