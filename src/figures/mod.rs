@@ -12,6 +12,7 @@
 //! | `chart` | line charts, on linear or log axes: the stage-5 curves and stage 2's scaling |
 //! | `stage1` … `stage7`, [`trained`] | the pictures of each stage's ideas, and of the trained model |
 //! | [`cost`] | stage 6's table and charts of attention's cost as T grows, from a measured record |
+//! | [`weighed`] | stage 7's table of the variants weighed side by side, from two measured records |
 //! | [`cache`] | stage 7's table and chart of what the KV cache saves as T grows, from a measured record |
 //! | [`ablation`] | the Markdown tables of the chapter "What the tutorial's model leaves out" |
 
@@ -45,6 +46,7 @@ mod stage5;
 mod stage6;
 mod stage7;
 pub mod trained;
+pub mod weighed;
 
 /// A picture: its path under `book/src/img/` (`zh-CN/…` for the Chinese edition's) and its SVG text.
 pub struct Figure {

@@ -1,6 +1,6 @@
 //! Tool layer, not shown in the chapter: the command line of `cargo run --example s7_variants`.
 //! Without flags it prints the chapter's outputs ([`super::run`]); `--bench` times generation with
-//! and without the KV cache ([`super::bench`]); `--weigh` trains each variant ([`super::weigh`]).
+//! and without the KV cache ([`mod@super::bench`]); `--weigh` trains each variant ([`mod@super::weigh`]).
 
 use std::io::Write;
 
