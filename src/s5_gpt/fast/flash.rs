@@ -170,21 +170,22 @@ fn forward_batch(
     let mut pieces: Vec<(usize, Piece)> = vec![];
     let outputs = out.chunks_exact_mut(n).zip(lse.chunks_exact_mut(c.t));
     for (((out, lse), q), [k, v]) in outputs.zip(q.chunks_exact(n)).zip(&packed) {
-        let blocks = out.chunks_mut(tiles.br * c.d).zip(lse.chunks_mut(tiles.br));
-        for (rows, (out, lse)) in tiles.query_blocks(c.t).zip(blocks) {
-            let (keys, end) = (
-                Keys {
-                    kt: k,
-                    v,
-                    dp,
-                    tp: c.t + L,
-                },
-                rows.end,
-            );
+        let keys = Keys {
+            kt: k,
+            v,
+            dp,
+            tp: c.t + L,
+        };
+        let outputs = out.chunks_mut(tiles.br * c.d).zip(lse.chunks_mut(tiles.br));
+        let mut blocks: Vec<_> = tiles.query_blocks(c.t).zip(outputs).collect();
+        while !blocks.is_empty() {
+            let rest = blocks.split_off(blocks.len().min(blocks_per_piece(tiles)));
+            let piece = std::mem::replace(&mut blocks, rest);
+            let end = piece.last().map_or(0, |(rows, _)| rows.end);
             let piece = move || {
                 vectorised(
                     #[inline(always)]
-                    || forward_block(rows, q, keys, c, tiles, (out, lse)),
+                    || forward_blocks(piece, q, keys, c, tiles),
                 )
             };
             pieces.push((end, Box::new(piece)));
@@ -199,8 +200,8 @@ const F32: usize = std::mem::size_of::<f32>();
 
 /// The most memory these kernels allocate while they run, beyond the node's inputs, output, saved
 /// log-sum-exp and gradients, for `matrices` (T, D) matrices on `threads` threads: in the forward
-/// pass a batch's packed K and V plus each thread's query block (m, ℓ, O and Q transposed, a tile
-/// of weights); in the backward pass each thread's matrix (Q, K, dO padded, Kᵀ and Vᵀ, D_i, dV and
+/// pass a batch's packed K and V plus each thread's query blocks (m, ℓ, O and Q transposed of each,
+/// a tile of scores and one of weights); in the backward pass each thread's matrix (Q, K, dO padded, Kᵀ and Vᵀ, D_i, dV and
 /// dK padded) and its block's rows. Read off the allocations above; `s6_flash --bench` prints it.
 pub fn workspace_bytes(
     (t, d): (usize, usize),
@@ -211,10 +212,10 @@ pub fn workspace_bytes(
     let c = Causal::of(&[t, d], 1.0, 0.0);
     let (dp, tp, rows) = (padded_width(d), t + L, tiles.br.div_ceil(L) * L);
     let bcp = tiles.bc.div_ceil(L) * L;
-    let per_block = 2 * rows + rows * dp + rows * d + bcp * L;
-    let forward = batch_matrices(c, matrices) * 2 * tp * dp + threads * per_block;
+    let per_piece = blocks_per_piece(tiles) * (2 * rows + rows * dp + rows * d) + 2 * bcp * L;
+    let forward = batch_matrices(c, matrices) * 2 * tp * dp + threads * per_piece;
     let per_matrix = 3 * tp * dp + 2 * d * tp + t + 2 * t * dp;
-    let per_block = rows * (2 * d + 2 * bcp + dp);
+    let per_block = rows * (2 * d + 2 * bcp + dp) + bcp * L;
     let back = threads.min(matrices.max(1)) * (per_matrix + per_block);
     F32 * if backward { forward.max(back) } else { forward }
 }
@@ -229,6 +230,15 @@ struct Keys<'a> {
     dp: usize,
 }
 
+/// Query rows that go through the key tiles together in the forward pass: each tile of K and V is
+/// read from memory once for all of their blocks (`run_tiles`).
+const PIECE_ROWS: usize = 64;
+
+/// Query blocks per piece of work in the forward pass: [`PIECE_ROWS`] rows' worth, at least one.
+fn blocks_per_piece(tiles: Tiles) -> usize {
+    (PIECE_ROWS / tiles.br).max(1)
+}
+
 /// A query block's running state: per row m and ℓ, and O (rows rounded up to groups of [`L`], Dp).
 struct Running {
     m: Vec<f32>,
@@ -236,60 +246,90 @@ struct Running {
     o: Vec<f32>,
 }
 
-/// One query block of the forward pass, as the lesson's `tiled_forward` runs it: each group of
-/// sixteen rows through the visible key tiles, then (when some row gives the mask weight) through
-/// the future ones, then O / ℓ and m + ln ℓ into the block's rows of `out` (Br, D) and `lse` (Br).
-#[inline(always)]
-fn forward_block(
+/// One query block of the forward pass: its rows, running state, its groups' rows of Q transposed
+/// (Br / L, D, L), and the key tiles it goes through next.
+struct Block {
     rows: Range<usize>,
+    state: Running,
+    qt: Vec<Lanes>,
+    tiles: Vec<Range<usize>>,
+}
+
+impl Block {
+    /// Nothing seen yet (m = −∞, ℓ = 0, O = 0), and the block's visible key tiles next.
+    #[inline(always)]
+    fn new(rows: Range<usize>, q: &[f32], dp: usize, c: Causal, tiles: Tiles) -> Self {
+        let padded_rows = rows.len().div_ceil(L) * L;
+        let mut qt = vec![[0.0; L]; padded_rows / L * c.d];
+        for (g, group) in groups(rows.clone(), L).enumerate() {
+            transpose_group(&mut qt[g * c.d..][..c.d], q, &group, c.d);
+        }
+        Block {
+            state: Running {
+                m: vec![f32::NEG_INFINITY; padded_rows],
+                l: vec![0.0; padded_rows],
+                o: vec![0.0; padded_rows * dp],
+            },
+            qt,
+            tiles: tiles.visible_key_tiles(&rows).collect(),
+            rows,
+        }
+    }
+
+    /// O / ℓ and m + ln ℓ into the block's rows of `out` (Br, D) and `lse` (Br).
+    #[inline(always)]
+    fn finish(&self, (out, lse): (&mut [f32], &mut [f32]), dp: usize, d: usize) {
+        for (r, (out, lse)) in out.chunks_exact_mut(d).zip(lse).enumerate() {
+            let (o, l) = (&self.state.o[r * dp..][..d], self.state.l[r]);
+            out.iter_mut().zip(o).for_each(|(out, o)| *out = o / l);
+            *lse = self.state.m[r] + libm::logf(l);
+        }
+    }
+}
+
+/// Query blocks `blocks` (their rows, and their rows of `out` (Br, D) and `lse` (Br)) of the
+/// forward pass, each as the lesson's `tiled_forward` runs it: each group of sixteen rows through
+/// the visible key tiles, then (when some row of the block gives the mask weight) through the
+/// future ones, then O / ℓ and m + ln ℓ.
+#[inline(always)]
+fn forward_blocks(
+    blocks: Vec<(Range<usize>, (&mut [f32], &mut [f32]))>,
     q: &[f32],
     kv: Keys,
     c: Causal,
     tiles: Tiles,
-    (out, lse): (&mut [f32], &mut [f32]),
 ) {
-    let padded_rows = rows.len().div_ceil(L) * L;
-    let mut state = Running {
-        m: vec![f32::NEG_INFINITY; padded_rows],
-        l: vec![0.0; padded_rows],
-        o: vec![0.0; padded_rows * kv.dp],
-    };
-    let mut qt = vec![[0.0; L]; padded_rows / L * c.d]; // (Br / L, D, L)
-    for (g, group) in groups(rows.clone(), L).enumerate() {
-        transpose_group(&mut qt[g * c.d..][..c.d], q, &group, c.d);
+    let mut work: Vec<Block> = blocks
+        .iter()
+        .map(|(rows, _)| Block::new(rows.clone(), q, kv.dp, c, tiles))
+        .collect();
+    let mut s = vec![[0.0; L]; 2 * tiles.bc.div_ceil(L) * L]; // (2, Bc, L)
+    run_tiles(&mut work, kv, &mut s, c);
+    for b in &mut work {
+        let future = masked_keys(&b.rows, &b.state.m[..b.rows.len()], c);
+        b.tiles = key_tiles(future, tiles.bc).collect();
     }
-    let mut buffers = (qt, vec![[0.0; L]; tiles.bc.div_ceil(L) * L]); // (Bc, L)
-    let visible: Vec<_> = tiles.visible_key_tiles(&rows).collect();
-    forward_pass(&mut state, &rows, &visible, kv, &mut buffers, c);
-    let future = masked_keys(&rows, &state.m[..rows.len()], c);
-    let future: Vec<_> = key_tiles(future, tiles.bc).collect();
-    forward_pass(&mut state, &rows, &future, kv, &mut buffers, c);
-    for (r, (out, lse)) in out.chunks_exact_mut(c.d).zip(lse).enumerate() {
-        let (o, l) = (&state.o[r * kv.dp..][..c.d], state.l[r]);
-        out.iter_mut().zip(o).for_each(|(out, o)| *out = o / l);
-        *lse = state.m[r] + libm::logf(l);
+    run_tiles(&mut work, kv, &mut s, c);
+    for (b, (_, out)) in work.iter().zip(blocks) {
+        b.finish(out, kv.dp, c.d);
     }
 }
 
-/// Block `rows` through key tiles `key_tiles` in order, each tile through every row group (which
-/// keeps the tile in the cache while the groups use it: the groups' states are independent), with
-/// the groups' transposed rows of Q and a buffer for a tile of scores.
+/// Each block through its key tiles in order, every block's k-th tile before any block's next:
+/// the blocks' k-th tiles are the same keys (but where a block's rows end), so each tile is read
+/// from memory once for all of them. Each tile goes through every row group of a block; the groups'
+/// states are independent, and each row still takes its block's tiles in the lesson's order. `s`
+/// holds a tile of scores and one of weights.
 #[inline(always)]
-fn forward_pass(
-    state: &mut Running,
-    rows: &Range<usize>,
-    key_tiles: &[Range<usize>],
-    kv: Keys,
-    (qt, s): &mut (Vec<Lanes>, Vec<Lanes>),
-    c: Causal,
-) {
-    if key_tiles.is_empty() {
-        return;
-    }
-    for keys in key_tiles {
-        for (g, group) in groups(rows.clone(), L).enumerate() {
-            let qt = &qt[g * c.d..][..c.d];
-            fold(state, g, (&group, keys.clone()), (qt, kv), s, c);
+fn run_tiles(work: &mut [Block], kv: Keys, s: &mut [Lanes], c: Causal) {
+    let most = work.iter().map(|b| b.tiles.len()).max().unwrap_or(0);
+    for k in 0..most {
+        for b in work.iter_mut() {
+            let Some(keys) = b.tiles.get(k) else { continue };
+            for (g, group) in groups(b.rows.clone(), L).enumerate() {
+                let qt = &b.qt[g * c.d..][..c.d];
+                fold(&mut b.state, g, (&group, keys.clone()), (qt, kv), s, c);
+            }
         }
     }
 }
@@ -348,6 +388,7 @@ fn fold(
     c: Causal,
 ) {
     let (nk, dp) = (keys.len(), kv.dp);
+    let (s, p) = s.split_at_mut(s.len() / 2);
     score_tile(s, qt, kv.kt, (group, &keys), kv.tp, (c.scale, c.mask_value));
     let m_old: Lanes = state.m[g * L..][..L].try_into().unwrap();
     let mut m_new = m_old;
@@ -357,13 +398,7 @@ fn fold(
         }
     }
     let rescale = exp_lanes(std::array::from_fn(|r| m_old[r] - m_new[r]));
-    let mut sum = [0.0; L];
-    for s in &mut s[..nk] {
-        *s = exp_lanes(std::array::from_fn(|r| s[r] - m_new[r]));
-        for (sum, &p) in sum.iter_mut().zip(&*s) {
-            *sum += p;
-        }
-    }
+    let sum = exp_tile(&mut p[..nk], &s[..nk], &m_new);
     let o = &mut state.o[g * L * dp..][..L * dp];
     let v = &kv.v[keys.start * dp..];
     for r0 in (0..group.len()).step_by(R) {
@@ -372,9 +407,9 @@ fn fold(
             dp,
             &mut o[r0 * dp..],
             #[inline(always)]
-            |o, c0| rows_times::<C>(&mut o[c0..], dp, pre, &s[..nk], r0, &v[c0..]),
+            |o, c0| rows_times::<C>(&mut o[c0..], dp, pre, &p[..nk], r0, &v[c0..]),
             #[inline(always)]
-            |o, c0| rows_times::<1>(&mut o[c0..], dp, pre, &s[..nk], r0, &v[c0..]),
+            |o, c0| rows_times::<1>(&mut o[c0..], dp, pre, &p[..nk], r0, &v[c0..]),
         );
     }
     let l = &mut state.l[g * L..][..L];
@@ -382,6 +417,67 @@ fn fold(
         *l = *l * rescale[r] + sum[r];
     }
     state.m[g * L..][..L].copy_from_slice(&m_new);
+}
+
+/// P = e^(S − m) per lane for each key of a tile, into `p`, as [`exp_lanes`] gives it, and per
+/// lane the sum of P over the keys in order. The loop runs [`kernels::expf`] alone and notes any
+/// lane it does not cover; in the rare tile with one (a NaN, or a score 87 to 104 below m) the
+/// tile runs again with [`exp_lanes`]. So the common loop has no call to the library in it, and
+/// its vectors stay in registers.
+#[inline(always)]
+fn exp_tile(p: &mut [Lanes], s: &[Lanes], m: &Lanes) -> Lanes {
+    let mut rare = [false; L];
+    let sum = exp_each(
+        p,
+        s,
+        m,
+        #[inline(always)]
+        |x| {
+            for (rare, &x) in rare.iter_mut().zip(&x) {
+                *rare |= needs_library(x);
+            }
+            exp_covered(x)
+        },
+    );
+    if rare.contains(&true) {
+        exp_each(p, s, m, exp_lanes)
+    } else {
+        sum
+    }
+}
+
+/// [`exp_tile`] with the exponential `exp`.
+#[inline(always)]
+fn exp_each(p: &mut [Lanes], s: &[Lanes], m: &Lanes, mut exp: impl FnMut(Lanes) -> Lanes) -> Lanes {
+    let mut sum = [0.0; L];
+    for (p, s) in p.iter_mut().zip(s) {
+        *p = exp(std::array::from_fn(|r| s[r] - m[r]));
+        for (sum, &p) in sum.iter_mut().zip(&*p) {
+            *sum += p;
+        }
+    }
+    sum
+}
+
+/// Whether `libm::expf(x)` needs the library's own call: [`kernels::expf`] does not cover `x`
+/// and the library does not give exactly 0.
+#[inline(always)]
+fn needs_library(x: f32) -> bool {
+    !kernels::expf_covers(x) & !exp_is_zero(x)
+}
+
+/// [`exp_lanes`] where no lane [`needs_library`].
+#[inline(always)]
+fn exp_covered(x: Lanes) -> Lanes {
+    let mut out = [0.0; L];
+    for (o, &x) in out.iter_mut().zip(&x) {
+        *o = if exp_is_zero(x) {
+            0.0
+        } else {
+            kernels::expf(x)
+        };
+    }
+    out
 }
 
 /// `libm::expf` of each lane: [`kernels::expf`] where it covers, 0 where the library gives exactly
@@ -741,6 +837,7 @@ fn backward_matrix(
         gt: vec![[0.0; L]; groups_per_block * c.d],
         p: vec![[0.0; L]; groups_per_block * tiles.bc.div_ceil(L) * L],
         ds: vec![[0.0; L]; groups_per_block * tiles.bc.div_ceil(L) * L],
+        s: vec![[0.0; L]; tiles.bc.div_ceil(L) * L],
         bcp: tiles.bc.div_ceil(L) * L,
         d_q: vec![0.0; groups_per_block * L * dp],
     };
@@ -784,12 +881,14 @@ fn backward_matrix(
 }
 
 /// A query block's buffers in the backward pass: per row group Q and dO transposed (D, L) and dQ
-/// (L, Dp), and a tile's P and dS (Bc, L).
+/// (L, Dp), and a tile's P and dS (Bc, L); a tile of scores.
 struct Work {
     qt: Vec<Lanes>,
     gt: Vec<Lanes>,
     p: Vec<Lanes>,
     ds: Vec<Lanes>,
+    /// One row group's scores of a tile, (Bc, L), from which `p` is taken.
+    s: Vec<Lanes>,
     /// Keys per row group in `p` and `ds`: Bc rounded up to a multiple of L.
     bcp: usize,
     d_q: Vec<f32>,
@@ -811,7 +910,8 @@ fn backward_tile(
     let (nk, dp, padded_keys) = (keys.len(), g.dp, keys.len().div_ceil(L) * L);
     let (qt, gt) = (&work.qt[gi * c.d..][..c.d], &work.gt[gi * c.d..][..c.d]);
     let (p, ds) = (&mut work.p[gi * work.bcp..], &mut work.ds[gi * work.bcp..]);
-    score_tile(p, qt, &g.kt, (group, keys), g.tp, (c.scale, c.mask_value));
+    let s = &mut work.s;
+    score_tile(s, qt, &g.kt, (group, keys), g.tp, (c.scale, c.mask_value));
     let lane = |x: &[f32]| -> Lanes {
         std::array::from_fn(|r| {
             if r < group.len() {
@@ -822,22 +922,16 @@ fn backward_tile(
         })
     };
     let (lse, delta) = (lane(lse), lane(&g.delta));
-    let tile = p[..padded_keys]
-        .chunks_exact_mut(L)
-        .zip(ds.chunks_exact_mut(L));
-    for (t, (p, ds)) in tile.enumerate() {
-        let first = keys.start + t * L;
-        dots::<L>(ds, gt, &g.vt[first..], g.tp, None); // dP
-        for (n, (p, ds)) in p.iter_mut().zip(ds).enumerate() {
-            *p = exp_lanes(std::array::from_fn(|r| p[r] - lse[r]));
-            for r in 0..L {
-                let masked = first + n > group.start + r;
-                ds[r] = if masked {
-                    0.0
-                } else {
-                    p[r] * (ds[r] - delta[r]) * c.scale
-                };
-            }
+    for (t, ds) in ds[..padded_keys].chunks_exact_mut(L).enumerate() {
+        dots::<L>(ds, gt, &g.vt[keys.start + t * L..], g.tp, None); // dP
+    }
+    exp_tile(&mut p[..padded_keys], &s[..padded_keys], &lse);
+    for (n, (p, ds)) in p.iter().zip(&mut ds[..padded_keys]).enumerate() {
+        // Key j = keys.start + n comes after the rows i of the lanes before `masked`.
+        let masked = (keys.start + n).saturating_sub(group.start).min(L);
+        for r in 0..L {
+            let d_s = p[r] * (ds[r] - delta[r]) * c.scale;
+            ds[r] = if r < masked { 0.0 } else { d_s };
         }
     }
     let ds = &ds[..nk];
