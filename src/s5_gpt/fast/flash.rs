@@ -31,6 +31,7 @@
 //! while it is in the cache: the groups are independent rows, and each gradient row still takes its
 //! terms in the lesson's order. `tests/s6_fast.rs` compares every output with the lesson's.
 
+use std::borrow::Cow;
 use std::ops::Range;
 
 use super::exp_is_zero;
@@ -794,21 +795,76 @@ pub fn tiled_backward(
     kernels::run(pieces);
 }
 
-/// One matrix's inputs for the backward pass, padded ([`padded`]), and D_i per row.
-struct Given {
-    q: Vec<f32>,
-    k: Vec<f32>,
+/// One matrix's inputs for the backward pass: Q, K and dO with rows Dp wide ([`rows_dp`]), Kᵀ and
+/// Vᵀ ([`transposed`]), and D_i per row.
+struct Given<'a> {
+    q: Cow<'a, [f32]>,
+    k: Cow<'a, [f32]>,
     kt: Vec<f32>,
     vt: Vec<f32>,
     tp: usize,
-    d_out: Vec<f32>,
+    d_out: Cow<'a, [f32]>,
     delta: Vec<f32>,
     dp: usize,
 }
 
-/// The backward pass of one (T, D) matrix, the lesson's loops in its order: query blocks in order,
-/// each block's key tiles (visible, then the future ones where the lesson computes them), a group
-/// of sixteen rows at a time.
+/// A (T, D) matrix with its rows `dp` wide: itself when D is already a multiple of [`L`] (the
+/// kernels read no row past T of Q, K or dO), else a [`padded`] copy.
+fn rows_dp(x: &[f32], c: Causal, dp: usize) -> Cow<'_, [f32]> {
+    if c.d == dp {
+        Cow::Borrowed(x)
+    } else {
+        Cow::Owned(padded(x, c, dp))
+    }
+}
+
+/// A gradient (T, D) that the kernels add up from 0 in rows Dp wide: the output itself where its
+/// rows already are (and, for dQ, whole groups of [`L`] rows fit), else a padded buffer that
+/// [`GradRows::finish`] copies into the output.
+enum GradRows<'a> {
+    Output(&'a mut [f32]),
+    Padded(&'a mut [f32], Vec<f32>),
+}
+
+impl<'a> GradRows<'a> {
+    fn new(out: &'a mut [f32], c: Causal, dp: usize, whole_groups: bool) -> Self {
+        if c.d == dp && whole_groups {
+            out.fill(0.0);
+            GradRows::Output(out)
+        } else {
+            GradRows::Padded(out, vec![0.0; (c.t + L) * dp])
+        }
+    }
+
+    fn rows(&mut self) -> &mut [f32] {
+        match self {
+            GradRows::Output(out) => out,
+            GradRows::Padded(_, rows) => rows,
+        }
+    }
+
+    fn finish(self, c: Causal, dp: usize) {
+        if let GradRows::Padded(out, rows) = self {
+            for (out, row) in out.chunks_exact_mut(c.d).zip(rows.chunks_exact(dp)) {
+                out.copy_from_slice(&row[..c.d]);
+            }
+        }
+    }
+}
+
+/// Keys per panel of the backward pass: a panel's K, Kᵀ, Vᵀ, dV and dK stay in the cache while
+/// every query block that sees them goes through them.
+const PANEL_KEYS: usize = 256;
+
+/// The backward pass of one (T, D) matrix: the lesson's pairs (i, j), each with the lesson's
+/// operations, each gradient element taking its terms in the lesson's order. The lesson goes
+/// through the query blocks in order, each through its key tiles (visible, then the future ones
+/// where it computes them). Here the keys go in panels ([`PANEL_KEYS`], a multiple of Bc), and
+/// each panel through the query blocks in order, each block through its tiles that start in the
+/// panel: dQ\[i\] still takes the tiles in increasing order (panel after panel), dV\[j\] and
+/// dK\[j\] the blocks in increasing order (all within j's panel). Where some block computes
+/// future tiles, whose edges need not fall on the panels', the keys are one panel, the lesson's
+/// order itself.
 #[inline(always)]
 fn backward_matrix(
     [d_v, d_q, d_k]: [&mut [f32]; 3],
@@ -821,16 +877,19 @@ fn backward_matrix(
     let delta = d_out.chunks_exact(c.d).zip(out.chunks_exact(c.d));
     let delta = delta.map(|(g, o)| g.iter().zip(o).fold(0.0f32, |s, (g, o)| g.mul_add(*o, s)));
     let given = Given {
-        q: padded(q, c, dp),
-        k: padded(k, c, dp),
+        q: rows_dp(q, c, dp),
+        k: rows_dp(k, c, dp),
         kt: transposed(k, c),
         vt: transposed(v, c),
         tp: c.t + L,
-        d_out: padded(d_out, c, dp),
+        d_out: rows_dp(d_out, c, dp),
         delta: delta.collect(),
         dp,
     };
-    let (mut d_vp, mut d_kp) = (vec![0.0; c.t * dp], vec![0.0; c.t * dp]);
+    let whole_groups = c.t % L == 0 && tiles.br % L == 0;
+    let mut d_vp = GradRows::new(d_v, c, dp, true);
+    let mut d_kp = GradRows::new(d_k, c, dp, true);
+    let mut d_qp = GradRows::new(d_q, c, dp, whole_groups);
     let groups_per_block = tiles.br.div_ceil(L);
     let mut work = Work {
         qt: vec![[0.0; L]; groups_per_block * c.d],
@@ -839,49 +898,60 @@ fn backward_matrix(
         ds: vec![[0.0; L]; groups_per_block * tiles.bc.div_ceil(L) * L],
         s: vec![[0.0; L]; tiles.bc.div_ceil(L) * L],
         bcp: tiles.bc.div_ceil(L) * L,
-        d_q: vec![0.0; groups_per_block * L * dp],
     };
-    for rows in tiles.query_blocks(c.t) {
-        let future = masked_keys(&rows, &lse[rows.clone()], c);
-        let key_tiles: Vec<_> = tiles
-            .visible_key_tiles(&rows)
-            .chain(key_tiles(future, tiles.bc))
-            .collect();
-        for (g, group) in groups(rows.clone(), L).enumerate() {
-            transpose_group(&mut work.qt[g * c.d..][..c.d], q, &group, c.d);
-            transpose_group(&mut work.gt[g * c.d..][..c.d], d_out, &group, c.d);
-        }
-        work.d_q.fill(0.0);
-        // Each tile through every row group while it is in the cache: dV[j] and dK[j] still take
-        // the groups' rows in increasing order, dQ[i] the tiles in increasing order.
-        for keys in &key_tiles {
-            for (g, group) in groups(rows.clone(), L).enumerate() {
-                backward_tile(&mut work, g, &given, lse, (&group, keys), c);
+    let blocks: Vec<(Range<usize>, Vec<Range<usize>>)> = tiles
+        .query_blocks(c.t)
+        .map(|rows| {
+            let future = masked_keys(&rows, &lse[rows.clone()], c);
+            let mut all: Vec<_> = tiles.visible_key_tiles(&rows).collect();
+            all.extend(key_tiles(future, tiles.bc));
+            (rows, all)
+        })
+        .collect();
+    let future = blocks
+        .iter()
+        .any(|(rows, t)| t.last().is_some_and(|t| t.end > rows.end));
+    let panel = if future {
+        c.t
+    } else {
+        PANEL_KEYS.div_ceil(tiles.bc) * tiles.bc
+    };
+    for panel in groups(0..c.t, panel) {
+        for (rows, key_tiles) in &blocks {
+            let first = key_tiles.partition_point(|t| t.start < panel.start);
+            let end = key_tiles.partition_point(|t| t.start < panel.end);
+            if first == end {
+                continue;
             }
-            // dV += Pᵀ·dO and dK += dSᵀ·Q over all of the block's rows in order, with the
-            // tile's rows of dV and dK held in registers the while.
-            let (n, start) = (rows.len(), rows.start * dp);
-            let (d_v, d_k) = (&mut d_vp[keys.start * dp..], &mut d_kp[keys.start * dp..]);
-            let (p, ds) = (&work.p[..], &work.ds[..]);
-            add_keys(d_v, dp, (p, work.bcp, keys.len()), n, &given.d_out[start..]);
-            add_keys(d_k, dp, (ds, work.bcp, keys.len()), n, &given.q[start..]);
-        }
-        for (r, i) in rows.enumerate() {
-            d_q[i * c.d..][..c.d].copy_from_slice(&work.d_q[r * dp..][..c.d]);
+            for (g, group) in groups(rows.clone(), L).enumerate() {
+                transpose_group(&mut work.qt[g * c.d..][..c.d], q, &group, c.d);
+                transpose_group(&mut work.gt[g * c.d..][..c.d], d_out, &group, c.d);
+            }
+            // Each tile through every row group while it is in the cache: dV[j] and dK[j] still
+            // take the groups' rows in increasing order, dQ[i] the tiles in increasing order.
+            for keys in &key_tiles[first..end] {
+                for (g, group) in groups(rows.clone(), L).enumerate() {
+                    let d_q = d_qp.rows();
+                    backward_tile(&mut work, (g, d_q), &given, lse, (&group, keys), c);
+                }
+                // dV += Pᵀ·dO and dK += dSᵀ·Q over all of the block's rows in order, with the
+                // tile's rows of dV and dK held in registers the while.
+                let (n, start) = (rows.len(), rows.start * dp);
+                let d_v = &mut d_vp.rows()[keys.start * dp..];
+                let (p, ds) = (&work.p[..], &work.ds[..]);
+                add_keys(d_v, dp, (p, work.bcp, keys.len()), n, &given.d_out[start..]);
+                let d_k = &mut d_kp.rows()[keys.start * dp..];
+                add_keys(d_k, dp, (ds, work.bcp, keys.len()), n, &given.q[start..]);
+            }
         }
     }
-    for (j, (d_v, d_k)) in d_v
-        .chunks_exact_mut(c.d)
-        .zip(d_k.chunks_exact_mut(c.d))
-        .enumerate()
-    {
-        d_v.copy_from_slice(&d_vp[j * dp..][..c.d]);
-        d_k.copy_from_slice(&d_kp[j * dp..][..c.d]);
+    for grad in [d_vp, d_qp, d_kp] {
+        grad.finish(c, dp);
     }
 }
 
-/// A query block's buffers in the backward pass: per row group Q and dO transposed (D, L) and dQ
-/// (L, Dp), and a tile's P and dS (Bc, L); a tile of scores.
+/// A query block's buffers in the backward pass: per row group Q and dO transposed (D, L), and a
+/// tile's P and dS (Bc, L); a tile of scores.
 struct Work {
     qt: Vec<Lanes>,
     gt: Vec<Lanes>,
@@ -891,7 +961,6 @@ struct Work {
     s: Vec<Lanes>,
     /// Keys per row group in `p` and `ds`: Bc rounded up to a multiple of L.
     bcp: usize,
-    d_q: Vec<f32>,
 }
 
 /// One tile's share of the gradients for a row group, the lesson's `backward_tile` per lane: P =
@@ -901,7 +970,7 @@ struct Work {
 #[inline(always)]
 fn backward_tile(
     work: &mut Work,
-    gi: usize,
+    (gi, d_q): (usize, &mut [f32]),
     g: &Given,
     lse: &[f32],
     (group, keys): (&Range<usize>, &Range<usize>),
@@ -940,7 +1009,7 @@ fn backward_tile(
     for r0 in (0..rows).step_by(R) {
         each_chunk(
             dp,
-            &mut work.d_q[(gi * L + r0) * dp..],
+            &mut d_q[(group.start + r0) * dp..],
             #[inline(always)]
             |o, c0| rows_times::<C>(&mut o[c0..], dp, [1.0; R], ds, r0, &k[c0..]),
             #[inline(always)]
