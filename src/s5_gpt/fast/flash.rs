@@ -247,6 +247,9 @@ struct Running {
     o: Vec<f32>,
 }
 
+/// A query block's rows of the output (Br, D) and of the log-sum-exp (Br).
+type BlockOut<'a> = (&'a mut [f32], &'a mut [f32]);
+
 /// One query block of the forward pass: its rows, running state, its groups' rows of Q transposed
 /// (Br / L, D, L), and the key tiles it goes through next.
 struct Block {
@@ -279,7 +282,7 @@ impl Block {
 
     /// O / ℓ and m + ln ℓ into the block's rows of `out` (Br, D) and `lse` (Br).
     #[inline(always)]
-    fn finish(&self, (out, lse): (&mut [f32], &mut [f32]), dp: usize, d: usize) {
+    fn finish(&self, (out, lse): BlockOut, dp: usize, d: usize) {
         for (r, (out, lse)) in out.chunks_exact_mut(d).zip(lse).enumerate() {
             let (o, l) = (&self.state.o[r * dp..][..d], self.state.l[r]);
             out.iter_mut().zip(o).for_each(|(out, o)| *out = o / l);
@@ -294,7 +297,7 @@ impl Block {
 /// future ones, then O / ℓ and m + ln ℓ.
 #[inline(always)]
 fn forward_blocks(
-    blocks: Vec<(Range<usize>, (&mut [f32], &mut [f32]))>,
+    blocks: Vec<(Range<usize>, BlockOut)>,
     q: &[f32],
     kv: Keys,
     c: Causal,
@@ -886,7 +889,7 @@ fn backward_matrix(
         delta: delta.collect(),
         dp,
     };
-    let whole_groups = c.t % L == 0 && tiles.br % L == 0;
+    let whole_groups = c.t.is_multiple_of(L) && tiles.br.is_multiple_of(L);
     let mut d_vp = GradRows::new(d_v, c, dp, true);
     let mut d_kp = GradRows::new(d_k, c, dp, true);
     let mut d_qp = GradRows::new(d_q, c, dp, whole_groups);
