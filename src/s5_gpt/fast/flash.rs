@@ -199,11 +199,15 @@ fn forward_batch(
 /// Bytes of a float32.
 const F32: usize = std::mem::size_of::<f32>();
 
+/// A range of keys in a list of tiles, in float32s.
+const RANGE: usize = std::mem::size_of::<Range<usize>>() / F32;
+
 /// The most memory these kernels allocate while they run, beyond the node's inputs, output, saved
 /// log-sum-exp and gradients, for `matrices` (T, D) matrices on `threads` threads: in the forward
 /// pass a batch's packed K and V plus each thread's query blocks (m, ℓ, O and Q transposed of each,
-/// a tile of scores and one of weights); in the backward pass each thread's matrix (Q, K, dO padded, Kᵀ and Vᵀ, D_i, dV and
-/// dK padded) and its block's rows. Read off the allocations above; `s6_flash --bench` prints it.
+/// its list of key tiles, a tile of scores and one of weights); in the backward pass each thread's
+/// matrix (Kᵀ and Vᵀ, D_i, each block's future keys, and the copies that D and T call for) and its
+/// block's rows and list of tiles. Read off the allocations above; `s6_flash --bench` prints it.
 pub fn workspace_bytes(
     (t, d): (usize, usize),
     matrices: usize,
@@ -213,10 +217,16 @@ pub fn workspace_bytes(
     let c = Causal::of(&[t, d], 1.0, 0.0);
     let (dp, tp, rows) = (padded_width(d), t + L, tiles.br.div_ceil(L) * L);
     let bcp = tiles.bc.div_ceil(L) * L;
-    let per_piece = blocks_per_piece(tiles) * (2 * rows + rows * dp + rows * d) + 2 * bcp * L;
+    let tile_lists = t.div_ceil(tiles.bc) * RANGE;
+    let per_block = 2 * rows + rows * dp + rows * d + tile_lists;
+    let per_piece = blocks_per_piece(tiles) * per_block + 2 * bcp * L;
     let forward = batch_matrices(c, matrices) * 2 * tp * dp + threads * per_piece;
-    let per_matrix = 3 * tp * dp + 2 * d * tp + t + 2 * t * dp;
-    let per_block = rows * (2 * d + 2 * bcp + dp) + bcp * L;
+    // Q, K and dO are copied, and dV, dK and dQ added up apart, only where D is not a multiple
+    // of L (dQ also where T or Br is not); see `rows_dp` and `GradRows`.
+    let whole_groups = t.is_multiple_of(L) && tiles.br.is_multiple_of(L);
+    let copies = if d == dp { 0 } else { 5 } + usize::from(!(d == dp && whole_groups));
+    let per_matrix = 2 * d * tp + t + copies * tp * dp + t.div_ceil(tiles.br) * 2 * RANGE;
+    let per_block = rows * (2 * d + 2 * bcp) + bcp * L + tile_lists;
     let back = threads.min(matrices.max(1)) * (per_matrix + per_block);
     F32 * if backward { forward.max(back) } else { forward }
 }
@@ -902,28 +912,27 @@ fn backward_matrix(
         s: vec![[0.0; L]; tiles.bc.div_ceil(L) * L],
         bcp: tiles.bc.div_ceil(L) * L,
     };
-    let blocks: Vec<(Range<usize>, Vec<Range<usize>>)> = tiles
+    // Each query block with the future keys it computes (see `masked_keys`).
+    let blocks: Vec<(Range<usize>, Range<usize>)> = tiles
         .query_blocks(c.t)
-        .map(|rows| {
-            let future = masked_keys(&rows, &lse[rows.clone()], c);
-            let mut all: Vec<_> = tiles.visible_key_tiles(&rows).collect();
-            all.extend(key_tiles(future, tiles.bc));
-            (rows, all)
-        })
+        .map(|rows| (rows.clone(), masked_keys(&rows, &lse[rows.clone()], c)))
         .collect();
-    let future = blocks
-        .iter()
-        .any(|(rows, t)| t.last().is_some_and(|t| t.end > rows.end));
+    let future = blocks.iter().any(|(_, future)| !future.is_empty());
     let panel = if future {
         c.t
     } else {
         PANEL_KEYS.div_ceil(tiles.bc) * tiles.bc
     };
+    let mut here = vec![];
     for panel in groups(0..c.t, panel) {
-        for (rows, key_tiles) in &blocks {
-            let first = key_tiles.partition_point(|t| t.start < panel.start);
-            let end = key_tiles.partition_point(|t| t.start < panel.end);
-            if first == end {
+        for (rows, future) in &blocks {
+            // The block's tiles that start in the panel: its visible tiles start at multiples of
+            // Bc, as the panel does, and where there are future tiles the panel is all the keys.
+            let visible = panel.start.min(rows.end)..panel.end.min(rows.end);
+            let future = key_tiles(future.clone(), tiles.bc).filter(|t| panel.contains(&t.start));
+            here.clear();
+            here.extend(key_tiles(visible, tiles.bc).chain(future));
+            if here.is_empty() {
                 continue;
             }
             for (g, group) in groups(rows.clone(), L).enumerate() {
@@ -932,7 +941,7 @@ fn backward_matrix(
             }
             // Each tile through every row group while it is in the cache: dV[j] and dK[j] still
             // take the groups' rows in increasing order, dQ[i] the tiles in increasing order.
-            for keys in &key_tiles[first..end] {
+            for keys in &here {
                 for (g, group) in groups(rows.clone(), L).enumerate() {
                     let d_q = d_qp.rows();
                     backward_tile(&mut work, (g, d_q), &given, lse, (&group, keys), c);
