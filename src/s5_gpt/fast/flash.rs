@@ -25,11 +25,13 @@
 //! last visible one cut at the block's end, the masked future ones computed exactly when the lesson
 //! computes them), so every row sees the same tile boundaries and every visited pair the same
 //! operations, masked pairs included. Work is shared out by whole outputs only: the forward pass by
-//! query blocks (each writes only its own rows), the backward pass by matrices of the (…, T, D)
-//! stack (each writes only its own gradients), so any number of threads gives the same bits.
-//! Within a block each key tile goes through all of the block's row groups before the next tile,
-//! while it is in the cache: the groups are independent rows, and each gradient row still takes its
-//! terms in the lesson's order. `tests/s6_fast.rs` compares every output with the lesson's.
+//! pieces of query blocks (each writes only its own rows), the backward pass by matrices of the
+//! (…, T, D) stack (each writes only its own gradients), so any number of threads gives the same
+//! bits. Only the order of independent work differs from the lesson's, to keep what is read in the
+//! cache: in the forward pass each key tile goes through every row group of a piece's blocks before
+//! the next tile (the rows' states are independent); in the backward pass the keys go in panels,
+//! each through the query blocks in order, so that each gradient row still takes its terms in the
+//! lesson's order (`backward_matrix`). `tests/s6_fast.rs` compares every output with the lesson's.
 
 use std::borrow::Cow;
 use std::ops::Range;
