@@ -135,6 +135,19 @@ fn the_tiled_op_gives_the_lessons_bits_on_the_fast_layer() {
     }
 }
 
+/// Long enough that the backward pass takes its keys in several panels and the forward pass its
+/// query blocks in several pieces.
+#[test]
+fn a_long_context_gives_the_lessons_bits() {
+    let tiles = [Tiles::new(16, 16), Tiles::new(24, 8), Tiles::new(5, 7)];
+    for mask in [MASK_VALUE, 0.0] {
+        for (t, &tiles) in tiles.iter().enumerate() {
+            agree(heads([1, 2, 600, 20], mask, tiles), 70 + t as u32);
+            agree(heads([1, 1, 528, 64], mask, tiles), 80 + t as u32);
+        }
+    }
+}
+
 #[test]
 fn the_tutorials_one_node_gives_the_lessons_bits() {
     for mask in [MASK_VALUE, 0.0] {

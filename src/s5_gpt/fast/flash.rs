@@ -25,12 +25,15 @@
 //! last visible one cut at the block's end, the masked future ones computed exactly when the lesson
 //! computes them), so every row sees the same tile boundaries and every visited pair the same
 //! operations, masked pairs included. Work is shared out by whole outputs only: the forward pass by
-//! query blocks (each writes only its own rows), the backward pass by matrices of the (…, T, D)
-//! stack (each writes only its own gradients), so any number of threads gives the same bits.
-//! Within a block each key tile goes through all of the block's row groups before the next tile,
-//! while it is in the cache: the groups are independent rows, and each gradient row still takes its
-//! terms in the lesson's order. `tests/s6_fast.rs` compares every output with the lesson's.
+//! pieces of query blocks (each writes only its own rows), the backward pass by matrices of the
+//! (…, T, D) stack (each writes only its own gradients), so any number of threads gives the same
+//! bits. Only the order of independent work differs from the lesson's, to keep what is read in the
+//! cache: in the forward pass each key tile goes through every row group of a piece's blocks before
+//! the next tile (the rows' states are independent); in the backward pass the keys go in panels,
+//! each through the query blocks in order, so that each gradient row still takes its terms in the
+//! lesson's order (`backward_matrix`). `tests/s6_fast.rs` compares every output with the lesson's.
 
+use std::borrow::Cow;
 use std::ops::Range;
 
 use super::exp_is_zero;
@@ -170,21 +173,22 @@ fn forward_batch(
     let mut pieces: Vec<(usize, Piece)> = vec![];
     let outputs = out.chunks_exact_mut(n).zip(lse.chunks_exact_mut(c.t));
     for (((out, lse), q), [k, v]) in outputs.zip(q.chunks_exact(n)).zip(&packed) {
-        let blocks = out.chunks_mut(tiles.br * c.d).zip(lse.chunks_mut(tiles.br));
-        for (rows, (out, lse)) in tiles.query_blocks(c.t).zip(blocks) {
-            let (keys, end) = (
-                Keys {
-                    kt: k,
-                    v,
-                    dp,
-                    tp: c.t + L,
-                },
-                rows.end,
-            );
+        let keys = Keys {
+            kt: k,
+            v,
+            dp,
+            tp: c.t + L,
+        };
+        let outputs = out.chunks_mut(tiles.br * c.d).zip(lse.chunks_mut(tiles.br));
+        let mut blocks: Vec<_> = tiles.query_blocks(c.t).zip(outputs).collect();
+        while !blocks.is_empty() {
+            let rest = blocks.split_off(blocks.len().min(blocks_per_piece(tiles)));
+            let piece = std::mem::replace(&mut blocks, rest);
+            let end = piece.last().map_or(0, |(rows, _)| rows.end);
             let piece = move || {
                 vectorised(
                     #[inline(always)]
-                    || forward_block(rows, q, keys, c, tiles, (out, lse)),
+                    || forward_blocks(piece, q, keys, c, tiles),
                 )
             };
             pieces.push((end, Box::new(piece)));
@@ -197,11 +201,15 @@ fn forward_batch(
 /// Bytes of a float32.
 const F32: usize = std::mem::size_of::<f32>();
 
+/// A range of keys in a list of tiles, in float32s.
+const RANGE: usize = std::mem::size_of::<Range<usize>>() / F32;
+
 /// The most memory these kernels allocate while they run, beyond the node's inputs, output, saved
 /// log-sum-exp and gradients, for `matrices` (T, D) matrices on `threads` threads: in the forward
-/// pass a batch's packed K and V plus each thread's query block (m, ℓ, O and Q transposed, a tile
-/// of weights); in the backward pass each thread's matrix (Q, K, dO padded, Kᵀ and Vᵀ, D_i, dV and
-/// dK padded) and its block's rows. Read off the allocations above; `s6_flash --bench` prints it.
+/// pass a batch's packed K and V plus each thread's query blocks (m, ℓ, O and Q transposed of each,
+/// its list of key tiles, a tile of scores and one of weights); in the backward pass each thread's
+/// matrix (Kᵀ and Vᵀ, D_i, each block's future keys, and the copies that D and T call for) and its
+/// block's rows and list of tiles. Read off the allocations above; `s6_flash --bench` prints it.
 pub fn workspace_bytes(
     (t, d): (usize, usize),
     matrices: usize,
@@ -211,10 +219,16 @@ pub fn workspace_bytes(
     let c = Causal::of(&[t, d], 1.0, 0.0);
     let (dp, tp, rows) = (padded_width(d), t + L, tiles.br.div_ceil(L) * L);
     let bcp = tiles.bc.div_ceil(L) * L;
-    let per_block = 2 * rows + rows * dp + rows * d + bcp * L;
-    let forward = batch_matrices(c, matrices) * 2 * tp * dp + threads * per_block;
-    let per_matrix = 3 * tp * dp + 2 * d * tp + t + 2 * t * dp;
-    let per_block = rows * (2 * d + 2 * bcp + dp);
+    let tile_lists = t.div_ceil(tiles.bc) * RANGE;
+    let per_block = 2 * rows + rows * dp + rows * d + tile_lists;
+    let per_piece = blocks_per_piece(tiles) * per_block + 2 * bcp * L;
+    let forward = batch_matrices(c, matrices) * 2 * tp * dp + threads * per_piece;
+    // Q, K and dO are copied, and dV, dK and dQ added up apart, only where D is not a multiple
+    // of L (dQ also where T or Br is not); see `rows_dp` and `GradRows`.
+    let whole_groups = t.is_multiple_of(L) && tiles.br.is_multiple_of(L);
+    let copies = if d == dp { 0 } else { 5 } + usize::from(!(d == dp && whole_groups));
+    let per_matrix = 2 * d * tp + t + copies * tp * dp + t.div_ceil(tiles.br) * 2 * RANGE;
+    let per_block = rows * (2 * d + 2 * bcp) + bcp * L + tile_lists;
     let back = threads.min(matrices.max(1)) * (per_matrix + per_block);
     F32 * if backward { forward.max(back) } else { forward }
 }
@@ -229,6 +243,15 @@ struct Keys<'a> {
     dp: usize,
 }
 
+/// Query rows that go through the key tiles together in the forward pass: each tile of K and V is
+/// read from memory once for all of their blocks (`run_tiles`).
+const PIECE_ROWS: usize = 64;
+
+/// Query blocks per piece of work in the forward pass: [`PIECE_ROWS`] rows' worth, at least one.
+fn blocks_per_piece(tiles: Tiles) -> usize {
+    (PIECE_ROWS / tiles.br).max(1)
+}
+
 /// A query block's running state: per row m and ℓ, and O (rows rounded up to groups of [`L`], Dp).
 struct Running {
     m: Vec<f32>,
@@ -236,60 +259,93 @@ struct Running {
     o: Vec<f32>,
 }
 
-/// One query block of the forward pass, as the lesson's `tiled_forward` runs it: each group of
-/// sixteen rows through the visible key tiles, then (when some row gives the mask weight) through
-/// the future ones, then O / ℓ and m + ln ℓ into the block's rows of `out` (Br, D) and `lse` (Br).
-#[inline(always)]
-fn forward_block(
+/// A query block's rows of the output (Br, D) and of the log-sum-exp (Br).
+type BlockOut<'a> = (&'a mut [f32], &'a mut [f32]);
+
+/// One query block of the forward pass: its rows, running state, its groups' rows of Q transposed
+/// (Br / L, D, L), and the key tiles it goes through next.
+struct Block {
     rows: Range<usize>,
+    state: Running,
+    qt: Vec<Lanes>,
+    tiles: Vec<Range<usize>>,
+}
+
+impl Block {
+    /// Nothing seen yet (m = −∞, ℓ = 0, O = 0), and the block's visible key tiles next.
+    #[inline(always)]
+    fn new(rows: Range<usize>, q: &[f32], dp: usize, c: Causal, tiles: Tiles) -> Self {
+        let padded_rows = rows.len().div_ceil(L) * L;
+        let mut qt = vec![[0.0; L]; padded_rows / L * c.d];
+        for (g, group) in groups(rows.clone(), L).enumerate() {
+            transpose_group(&mut qt[g * c.d..][..c.d], q, &group, c.d);
+        }
+        Block {
+            state: Running {
+                m: vec![f32::NEG_INFINITY; padded_rows],
+                l: vec![0.0; padded_rows],
+                o: vec![0.0; padded_rows * dp],
+            },
+            qt,
+            tiles: tiles.visible_key_tiles(&rows).collect(),
+            rows,
+        }
+    }
+
+    /// O / ℓ and m + ln ℓ into the block's rows of `out` (Br, D) and `lse` (Br).
+    #[inline(always)]
+    fn finish(&self, (out, lse): BlockOut, dp: usize, d: usize) {
+        for (r, (out, lse)) in out.chunks_exact_mut(d).zip(lse).enumerate() {
+            let (o, l) = (&self.state.o[r * dp..][..d], self.state.l[r]);
+            out.iter_mut().zip(o).for_each(|(out, o)| *out = o / l);
+            *lse = self.state.m[r] + libm::logf(l);
+        }
+    }
+}
+
+/// Query blocks `blocks` (their rows, and their rows of `out` (Br, D) and `lse` (Br)) of the
+/// forward pass, each as the lesson's `tiled_forward` runs it: each group of sixteen rows through
+/// the visible key tiles, then (when some row of the block gives the mask weight) through the
+/// future ones, then O / ℓ and m + ln ℓ.
+#[inline(always)]
+fn forward_blocks(
+    blocks: Vec<(Range<usize>, BlockOut)>,
     q: &[f32],
     kv: Keys,
     c: Causal,
     tiles: Tiles,
-    (out, lse): (&mut [f32], &mut [f32]),
 ) {
-    let padded_rows = rows.len().div_ceil(L) * L;
-    let mut state = Running {
-        m: vec![f32::NEG_INFINITY; padded_rows],
-        l: vec![0.0; padded_rows],
-        o: vec![0.0; padded_rows * kv.dp],
-    };
-    let mut qt = vec![[0.0; L]; padded_rows / L * c.d]; // (Br / L, D, L)
-    for (g, group) in groups(rows.clone(), L).enumerate() {
-        transpose_group(&mut qt[g * c.d..][..c.d], q, &group, c.d);
+    let mut work: Vec<Block> = blocks
+        .iter()
+        .map(|(rows, _)| Block::new(rows.clone(), q, kv.dp, c, tiles))
+        .collect();
+    let mut s = vec![[0.0; L]; 2 * tiles.bc.div_ceil(L) * L]; // (2, Bc, L)
+    run_tiles(&mut work, kv, &mut s, c);
+    for b in &mut work {
+        let future = masked_keys(&b.rows, &b.state.m[..b.rows.len()], c);
+        b.tiles = key_tiles(future, tiles.bc).collect();
     }
-    let mut buffers = (qt, vec![[0.0; L]; tiles.bc.div_ceil(L) * L]); // (Bc, L)
-    let visible: Vec<_> = tiles.visible_key_tiles(&rows).collect();
-    forward_pass(&mut state, &rows, &visible, kv, &mut buffers, c);
-    let future = masked_keys(&rows, &state.m[..rows.len()], c);
-    let future: Vec<_> = key_tiles(future, tiles.bc).collect();
-    forward_pass(&mut state, &rows, &future, kv, &mut buffers, c);
-    for (r, (out, lse)) in out.chunks_exact_mut(c.d).zip(lse).enumerate() {
-        let (o, l) = (&state.o[r * kv.dp..][..c.d], state.l[r]);
-        out.iter_mut().zip(o).for_each(|(out, o)| *out = o / l);
-        *lse = state.m[r] + libm::logf(l);
+    run_tiles(&mut work, kv, &mut s, c);
+    for (b, (_, out)) in work.iter().zip(blocks) {
+        b.finish(out, kv.dp, c.d);
     }
 }
 
-/// Block `rows` through key tiles `key_tiles` in order, each tile through every row group (which
-/// keeps the tile in the cache while the groups use it: the groups' states are independent), with
-/// the groups' transposed rows of Q and a buffer for a tile of scores.
+/// Each block through its key tiles in order, every block's k-th tile before any block's next:
+/// the blocks' k-th tiles are the same keys (but where a block's rows end), so each tile is read
+/// from memory once for all of them. Each tile goes through every row group of a block; the groups'
+/// states are independent, and each row still takes its block's tiles in the lesson's order. `s`
+/// holds a tile of scores and one of weights.
 #[inline(always)]
-fn forward_pass(
-    state: &mut Running,
-    rows: &Range<usize>,
-    key_tiles: &[Range<usize>],
-    kv: Keys,
-    (qt, s): &mut (Vec<Lanes>, Vec<Lanes>),
-    c: Causal,
-) {
-    if key_tiles.is_empty() {
-        return;
-    }
-    for keys in key_tiles {
-        for (g, group) in groups(rows.clone(), L).enumerate() {
-            let qt = &qt[g * c.d..][..c.d];
-            fold(state, g, (&group, keys.clone()), (qt, kv), s, c);
+fn run_tiles(work: &mut [Block], kv: Keys, s: &mut [Lanes], c: Causal) {
+    let most = work.iter().map(|b| b.tiles.len()).max().unwrap_or(0);
+    for k in 0..most {
+        for b in work.iter_mut() {
+            let Some(keys) = b.tiles.get(k) else { continue };
+            for (g, group) in groups(b.rows.clone(), L).enumerate() {
+                let qt = &b.qt[g * c.d..][..c.d];
+                fold(&mut b.state, g, (&group, keys.clone()), (qt, kv), s, c);
+            }
         }
     }
 }
@@ -348,6 +404,7 @@ fn fold(
     c: Causal,
 ) {
     let (nk, dp) = (keys.len(), kv.dp);
+    let (s, p) = s.split_at_mut(s.len() / 2);
     score_tile(s, qt, kv.kt, (group, &keys), kv.tp, (c.scale, c.mask_value));
     let m_old: Lanes = state.m[g * L..][..L].try_into().unwrap();
     let mut m_new = m_old;
@@ -357,13 +414,7 @@ fn fold(
         }
     }
     let rescale = exp_lanes(std::array::from_fn(|r| m_old[r] - m_new[r]));
-    let mut sum = [0.0; L];
-    for s in &mut s[..nk] {
-        *s = exp_lanes(std::array::from_fn(|r| s[r] - m_new[r]));
-        for (sum, &p) in sum.iter_mut().zip(&*s) {
-            *sum += p;
-        }
-    }
+    let sum = exp_tile(&mut p[..nk], &s[..nk], &m_new);
     let o = &mut state.o[g * L * dp..][..L * dp];
     let v = &kv.v[keys.start * dp..];
     for r0 in (0..group.len()).step_by(R) {
@@ -372,9 +423,9 @@ fn fold(
             dp,
             &mut o[r0 * dp..],
             #[inline(always)]
-            |o, c0| rows_times::<C>(&mut o[c0..], dp, pre, &s[..nk], r0, &v[c0..]),
+            |o, c0| rows_times::<C>(&mut o[c0..], dp, pre, &p[..nk], r0, &v[c0..]),
             #[inline(always)]
-            |o, c0| rows_times::<1>(&mut o[c0..], dp, pre, &s[..nk], r0, &v[c0..]),
+            |o, c0| rows_times::<1>(&mut o[c0..], dp, pre, &p[..nk], r0, &v[c0..]),
         );
     }
     let l = &mut state.l[g * L..][..L];
@@ -382,6 +433,67 @@ fn fold(
         *l = *l * rescale[r] + sum[r];
     }
     state.m[g * L..][..L].copy_from_slice(&m_new);
+}
+
+/// P = e^(S − m) per lane for each key of a tile, into `p`, as [`exp_lanes`] gives it, and per
+/// lane the sum of P over the keys in order. The loop runs [`kernels::expf`] alone and notes any
+/// lane it does not cover; in the rare tile with one (a NaN, or a score 87 to 104 below m) the
+/// tile runs again with [`exp_lanes`]. So the common loop has no call to the library in it, and
+/// its vectors stay in registers.
+#[inline(always)]
+fn exp_tile(p: &mut [Lanes], s: &[Lanes], m: &Lanes) -> Lanes {
+    let mut rare = [false; L];
+    let sum = exp_each(
+        p,
+        s,
+        m,
+        #[inline(always)]
+        |x| {
+            for (rare, &x) in rare.iter_mut().zip(&x) {
+                *rare |= needs_library(x);
+            }
+            exp_covered(x)
+        },
+    );
+    if rare.contains(&true) {
+        exp_each(p, s, m, exp_lanes)
+    } else {
+        sum
+    }
+}
+
+/// [`exp_tile`] with the exponential `exp`.
+#[inline(always)]
+fn exp_each(p: &mut [Lanes], s: &[Lanes], m: &Lanes, mut exp: impl FnMut(Lanes) -> Lanes) -> Lanes {
+    let mut sum = [0.0; L];
+    for (p, s) in p.iter_mut().zip(s) {
+        *p = exp(std::array::from_fn(|r| s[r] - m[r]));
+        for (sum, &p) in sum.iter_mut().zip(&*p) {
+            *sum += p;
+        }
+    }
+    sum
+}
+
+/// Whether `libm::expf(x)` needs the library's own call: [`kernels::expf`] does not cover `x`
+/// and the library does not give exactly 0.
+#[inline(always)]
+fn needs_library(x: f32) -> bool {
+    !kernels::expf_covers(x) & !exp_is_zero(x)
+}
+
+/// [`exp_lanes`] where no lane [`needs_library`].
+#[inline(always)]
+fn exp_covered(x: Lanes) -> Lanes {
+    let mut out = [0.0; L];
+    for (o, &x) in out.iter_mut().zip(&x) {
+        *o = if exp_is_zero(x) {
+            0.0
+        } else {
+            kernels::expf(x)
+        };
+    }
+    out
 }
 
 /// `libm::expf` of each lane: [`kernels::expf`] where it covers, 0 where the library gives exactly
@@ -698,21 +810,76 @@ pub fn tiled_backward(
     kernels::run(pieces);
 }
 
-/// One matrix's inputs for the backward pass, padded ([`padded`]), and D_i per row.
-struct Given {
-    q: Vec<f32>,
-    k: Vec<f32>,
+/// One matrix's inputs for the backward pass: Q, K and dO with rows Dp wide ([`rows_dp`]), Kᵀ and
+/// Vᵀ ([`transposed`]), and D_i per row.
+struct Given<'a> {
+    q: Cow<'a, [f32]>,
+    k: Cow<'a, [f32]>,
     kt: Vec<f32>,
     vt: Vec<f32>,
     tp: usize,
-    d_out: Vec<f32>,
+    d_out: Cow<'a, [f32]>,
     delta: Vec<f32>,
     dp: usize,
 }
 
-/// The backward pass of one (T, D) matrix, the lesson's loops in its order: query blocks in order,
-/// each block's key tiles (visible, then the future ones where the lesson computes them), a group
-/// of sixteen rows at a time.
+/// A (T, D) matrix with its rows `dp` wide: itself when D is already a multiple of [`L`] (the
+/// kernels read no row past T of Q, K or dO), else a [`padded`] copy.
+fn rows_dp(x: &[f32], c: Causal, dp: usize) -> Cow<'_, [f32]> {
+    if c.d == dp {
+        Cow::Borrowed(x)
+    } else {
+        Cow::Owned(padded(x, c, dp))
+    }
+}
+
+/// A gradient (T, D) that the kernels add up from 0 in rows Dp wide: the output itself where its
+/// rows already are (and, for dQ, whole groups of [`L`] rows fit), else a padded buffer that
+/// [`GradRows::finish`] copies into the output.
+enum GradRows<'a> {
+    Output(&'a mut [f32]),
+    Padded(&'a mut [f32], Vec<f32>),
+}
+
+impl<'a> GradRows<'a> {
+    fn new(out: &'a mut [f32], c: Causal, dp: usize, whole_groups: bool) -> Self {
+        if c.d == dp && whole_groups {
+            out.fill(0.0);
+            GradRows::Output(out)
+        } else {
+            GradRows::Padded(out, vec![0.0; (c.t + L) * dp])
+        }
+    }
+
+    fn rows(&mut self) -> &mut [f32] {
+        match self {
+            GradRows::Output(out) => out,
+            GradRows::Padded(_, rows) => rows,
+        }
+    }
+
+    fn finish(self, c: Causal, dp: usize) {
+        if let GradRows::Padded(out, rows) = self {
+            for (out, row) in out.chunks_exact_mut(c.d).zip(rows.chunks_exact(dp)) {
+                out.copy_from_slice(&row[..c.d]);
+            }
+        }
+    }
+}
+
+/// Keys per panel of the backward pass: a panel's K, Kᵀ, Vᵀ, dV and dK stay in the cache while
+/// every query block that sees them goes through them.
+const PANEL_KEYS: usize = 256;
+
+/// The backward pass of one (T, D) matrix: the lesson's pairs (i, j), each with the lesson's
+/// operations, each gradient element taking its terms in the lesson's order. The lesson goes
+/// through the query blocks in order, each through its key tiles (visible, then the future ones
+/// where it computes them). Here the keys go in panels ([`PANEL_KEYS`], a multiple of Bc), and
+/// each panel through the query blocks in order, each block through its tiles that start in the
+/// panel: dQ\[i\] still takes the tiles in increasing order (panel after panel), dV\[j\] and
+/// dK\[j\] the blocks in increasing order (all within j's panel). Where some block computes
+/// future tiles, whose edges need not fall on the panels', the keys are one panel, the lesson's
+/// order itself.
 #[inline(always)]
 fn backward_matrix(
     [d_v, d_q, d_k]: [&mut [f32]; 3],
@@ -725,74 +892,89 @@ fn backward_matrix(
     let delta = d_out.chunks_exact(c.d).zip(out.chunks_exact(c.d));
     let delta = delta.map(|(g, o)| g.iter().zip(o).fold(0.0f32, |s, (g, o)| g.mul_add(*o, s)));
     let given = Given {
-        q: padded(q, c, dp),
-        k: padded(k, c, dp),
+        q: rows_dp(q, c, dp),
+        k: rows_dp(k, c, dp),
         kt: transposed(k, c),
         vt: transposed(v, c),
         tp: c.t + L,
-        d_out: padded(d_out, c, dp),
+        d_out: rows_dp(d_out, c, dp),
         delta: delta.collect(),
         dp,
     };
-    let (mut d_vp, mut d_kp) = (vec![0.0; c.t * dp], vec![0.0; c.t * dp]);
+    let whole_groups = c.t.is_multiple_of(L) && tiles.br.is_multiple_of(L);
+    let mut d_vp = GradRows::new(d_v, c, dp, true);
+    let mut d_kp = GradRows::new(d_k, c, dp, true);
+    let mut d_qp = GradRows::new(d_q, c, dp, whole_groups);
     let groups_per_block = tiles.br.div_ceil(L);
     let mut work = Work {
         qt: vec![[0.0; L]; groups_per_block * c.d],
         gt: vec![[0.0; L]; groups_per_block * c.d],
         p: vec![[0.0; L]; groups_per_block * tiles.bc.div_ceil(L) * L],
         ds: vec![[0.0; L]; groups_per_block * tiles.bc.div_ceil(L) * L],
+        s: vec![[0.0; L]; tiles.bc.div_ceil(L) * L],
         bcp: tiles.bc.div_ceil(L) * L,
-        d_q: vec![0.0; groups_per_block * L * dp],
     };
-    for rows in tiles.query_blocks(c.t) {
-        let future = masked_keys(&rows, &lse[rows.clone()], c);
-        let key_tiles: Vec<_> = tiles
-            .visible_key_tiles(&rows)
-            .chain(key_tiles(future, tiles.bc))
-            .collect();
-        for (g, group) in groups(rows.clone(), L).enumerate() {
-            transpose_group(&mut work.qt[g * c.d..][..c.d], q, &group, c.d);
-            transpose_group(&mut work.gt[g * c.d..][..c.d], d_out, &group, c.d);
-        }
-        work.d_q.fill(0.0);
-        // Each tile through every row group while it is in the cache: dV[j] and dK[j] still take
-        // the groups' rows in increasing order, dQ[i] the tiles in increasing order.
-        for keys in &key_tiles {
-            for (g, group) in groups(rows.clone(), L).enumerate() {
-                backward_tile(&mut work, g, &given, lse, (&group, keys), c);
+    // Each query block with the future keys it computes (see `masked_keys`).
+    let blocks: Vec<(Range<usize>, Range<usize>)> = tiles
+        .query_blocks(c.t)
+        .map(|rows| (rows.clone(), masked_keys(&rows, &lse[rows.clone()], c)))
+        .collect();
+    let future = blocks.iter().any(|(_, future)| !future.is_empty());
+    let panel = if future {
+        c.t
+    } else {
+        PANEL_KEYS.div_ceil(tiles.bc) * tiles.bc
+    };
+    let mut here = vec![];
+    for panel in groups(0..c.t, panel) {
+        for (rows, future) in &blocks {
+            // The block's tiles that start in the panel: its visible tiles start at multiples of
+            // Bc, as the panel does, and where there are future tiles the panel is all the keys.
+            let visible = panel.start.min(rows.end)..panel.end.min(rows.end);
+            let future = key_tiles(future.clone(), tiles.bc).filter(|t| panel.contains(&t.start));
+            here.clear();
+            here.extend(key_tiles(visible, tiles.bc).chain(future));
+            if here.is_empty() {
+                continue;
             }
-            // dV += Pᵀ·dO and dK += dSᵀ·Q over all of the block's rows in order, with the
-            // tile's rows of dV and dK held in registers the while.
-            let (n, start) = (rows.len(), rows.start * dp);
-            let (d_v, d_k) = (&mut d_vp[keys.start * dp..], &mut d_kp[keys.start * dp..]);
-            let (p, ds) = (&work.p[..], &work.ds[..]);
-            add_keys(d_v, dp, (p, work.bcp, keys.len()), n, &given.d_out[start..]);
-            add_keys(d_k, dp, (ds, work.bcp, keys.len()), n, &given.q[start..]);
-        }
-        for (r, i) in rows.enumerate() {
-            d_q[i * c.d..][..c.d].copy_from_slice(&work.d_q[r * dp..][..c.d]);
+            for (g, group) in groups(rows.clone(), L).enumerate() {
+                transpose_group(&mut work.qt[g * c.d..][..c.d], q, &group, c.d);
+                transpose_group(&mut work.gt[g * c.d..][..c.d], d_out, &group, c.d);
+            }
+            // Each tile through every row group while it is in the cache: dV[j] and dK[j] still
+            // take the groups' rows in increasing order, dQ[i] the tiles in increasing order.
+            for keys in &here {
+                for (g, group) in groups(rows.clone(), L).enumerate() {
+                    let d_q = d_qp.rows();
+                    backward_tile(&mut work, (g, d_q), &given, lse, (&group, keys), c);
+                }
+                // dV += Pᵀ·dO and dK += dSᵀ·Q over all of the block's rows in order, with the
+                // tile's rows of dV and dK held in registers the while.
+                let (n, start) = (rows.len(), rows.start * dp);
+                let d_v = &mut d_vp.rows()[keys.start * dp..];
+                let (p, ds) = (&work.p[..], &work.ds[..]);
+                add_keys(d_v, dp, (p, work.bcp, keys.len()), n, &given.d_out[start..]);
+                let d_k = &mut d_kp.rows()[keys.start * dp..];
+                add_keys(d_k, dp, (ds, work.bcp, keys.len()), n, &given.q[start..]);
+            }
         }
     }
-    for (j, (d_v, d_k)) in d_v
-        .chunks_exact_mut(c.d)
-        .zip(d_k.chunks_exact_mut(c.d))
-        .enumerate()
-    {
-        d_v.copy_from_slice(&d_vp[j * dp..][..c.d]);
-        d_k.copy_from_slice(&d_kp[j * dp..][..c.d]);
+    for grad in [d_vp, d_qp, d_kp] {
+        grad.finish(c, dp);
     }
 }
 
-/// A query block's buffers in the backward pass: per row group Q and dO transposed (D, L) and dQ
-/// (L, Dp), and a tile's P and dS (Bc, L).
+/// A query block's buffers in the backward pass: per row group Q and dO transposed (D, L), and a
+/// tile's P and dS (Bc, L); a tile of scores.
 struct Work {
     qt: Vec<Lanes>,
     gt: Vec<Lanes>,
     p: Vec<Lanes>,
     ds: Vec<Lanes>,
+    /// One row group's scores of a tile, (Bc, L), from which `p` is taken.
+    s: Vec<Lanes>,
     /// Keys per row group in `p` and `ds`: Bc rounded up to a multiple of L.
     bcp: usize,
-    d_q: Vec<f32>,
 }
 
 /// One tile's share of the gradients for a row group, the lesson's `backward_tile` per lane: P =
@@ -802,7 +984,7 @@ struct Work {
 #[inline(always)]
 fn backward_tile(
     work: &mut Work,
-    gi: usize,
+    (gi, d_q): (usize, &mut [f32]),
     g: &Given,
     lse: &[f32],
     (group, keys): (&Range<usize>, &Range<usize>),
@@ -811,7 +993,8 @@ fn backward_tile(
     let (nk, dp, padded_keys) = (keys.len(), g.dp, keys.len().div_ceil(L) * L);
     let (qt, gt) = (&work.qt[gi * c.d..][..c.d], &work.gt[gi * c.d..][..c.d]);
     let (p, ds) = (&mut work.p[gi * work.bcp..], &mut work.ds[gi * work.bcp..]);
-    score_tile(p, qt, &g.kt, (group, keys), g.tp, (c.scale, c.mask_value));
+    let s = &mut work.s;
+    score_tile(s, qt, &g.kt, (group, keys), g.tp, (c.scale, c.mask_value));
     let lane = |x: &[f32]| -> Lanes {
         std::array::from_fn(|r| {
             if r < group.len() {
@@ -822,22 +1005,16 @@ fn backward_tile(
         })
     };
     let (lse, delta) = (lane(lse), lane(&g.delta));
-    let tile = p[..padded_keys]
-        .chunks_exact_mut(L)
-        .zip(ds.chunks_exact_mut(L));
-    for (t, (p, ds)) in tile.enumerate() {
-        let first = keys.start + t * L;
-        dots::<L>(ds, gt, &g.vt[first..], g.tp, None); // dP
-        for (n, (p, ds)) in p.iter_mut().zip(ds).enumerate() {
-            *p = exp_lanes(std::array::from_fn(|r| p[r] - lse[r]));
-            for r in 0..L {
-                let masked = first + n > group.start + r;
-                ds[r] = if masked {
-                    0.0
-                } else {
-                    p[r] * (ds[r] - delta[r]) * c.scale
-                };
-            }
+    for (t, ds) in ds[..padded_keys].chunks_exact_mut(L).enumerate() {
+        dots::<L>(ds, gt, &g.vt[keys.start + t * L..], g.tp, None); // dP
+    }
+    exp_tile(&mut p[..padded_keys], &s[..padded_keys], &lse);
+    for (n, (p, ds)) in p.iter().zip(&mut ds[..padded_keys]).enumerate() {
+        // Key j = keys.start + n comes after the rows i of the lanes before `masked`.
+        let masked = (keys.start + n).saturating_sub(group.start).min(L);
+        for r in 0..L {
+            let d_s = p[r] * (ds[r] - delta[r]) * c.scale;
+            ds[r] = if r < masked { 0.0 } else { d_s };
         }
     }
     let ds = &ds[..nk];
@@ -846,7 +1023,7 @@ fn backward_tile(
     for r0 in (0..rows).step_by(R) {
         each_chunk(
             dp,
-            &mut work.d_q[(gi * L + r0) * dp..],
+            &mut d_q[(group.start + r0) * dp..],
             #[inline(always)]
             |o, c0| rows_times::<C>(&mut o[c0..], dp, [1.0; R], ds, r0, &k[c0..]),
             #[inline(always)]
