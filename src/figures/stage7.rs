@@ -1,12 +1,13 @@
 //! The pictures of stage 7, drawn from the crate's own numbers: which key/value head each query
 //! head reads as K shrinks from H to 1 (`s7_gqa.svg`), the causal mask beside the sliding window's
-//! band (`s7_window.svg`), the turns of rotary positions, pair by pair (`s7_rope.svg`), and the KV
-//! cache of rasbt's examples (`s7_kv_memory.svg`).
+//! band (`s7_window.svg`), the turns of rotary positions, pair by pair (`s7_rope.svg`), the KV
+//! cache of rasbt's examples (`s7_kv_memory.svg`), and the scores the cached model computes, the
+//! prefill then one step, with and without a window (`s7_cache_steps.svg`).
 
 use super::colours::{MASKED, blue};
 use super::draw::{
-    BLUE, GREEN, GREY, ORANGE, PURPLE, RED, Tag, arrow, bar, bold, dot, footer, legend_label, note,
-    open_svg, rect, rounded, text, thousands, vertical_text,
+    BLUE, GREEN, GREY, ORANGE, PURPLE, RED, Tag, arrow, bar, bold, dot, footer, frame,
+    legend_label, note, open_svg, rect, rounded, sized, text, thousands, vertical_text,
 };
 use super::{Figure, finish};
 use crate::lang::Lang;
@@ -544,9 +545,215 @@ fn kv_bar(svg: &mut String, lang: Lang, r: usize, example: &(&str, KvShape, usiz
     );
 }
 
+/// The cached steps' picture: the prompt's tokens (the prefill's L), and the window W of its third
+/// panel.
+const STEPS: (usize, usize) = (4, 3);
+/// The side of one cell of its scores.
+const STEP_CELL: f64 = 40.0;
+/// The left edges of its three panels' cells, and the top of their cells.
+const STEP_AT: ([f64; 3], f64) = ([90.0, 350.0, 650.0], 140.0);
+/// The cached steps' picture's width and height.
+const STEPS_SIZE: (f64, f64) = (900.0, 400.0);
+
+/// Which scores the cached model computes, queries × keys, for a prompt of L tokens then one step
+/// with a window of W, each as (rows, keys kept): the prefill's (L, L) after `tril_forward`; the
+/// step's one row against the L + 1 keys, the last row of the (L + 1, L + 1) causal mask, whose
+/// future is empty; and that row after `window_forward`, whose oldest keys the cache forgot.
+fn step_scores(l: usize, w: usize) -> [(usize, Vec<bool>); 3] {
+    let [prefill, _] = masks(l, w); // (L, L)
+    let [causal, band] = masks(l + 1, w); // (L + 1, L + 1)
+    let last = |kept: Vec<bool>| kept[l * (l + 1)..].to_vec(); // (1, L + 1): the new query
+    [(l, prefill), (1, last(causal)), (1, last(band))]
+}
+
+/// The mask's value as the cells show it: "−1e9".
+fn mask_value() -> String {
+    format!("{MASK_VALUE:e}").replace('-', "−")
+}
+
+/// One panel of the cached steps from `left`: its caption and what it computes, the keys' numbers
+/// along the top and the queries' down the left (the first query is token `first`), each score
+/// blue where kept and grey with the mask's value where masked; a masked cell outside the cache
+/// (`forgotten`) is outlined dashed.
+fn step_panel(
+    svg: &mut String,
+    lang: Lang,
+    (left, first): (f64, usize),
+    (caption, what): (&str, &str),
+    (rows, kept): (usize, &[bool]),
+    forgotten: bool,
+) {
+    let top = STEP_AT.1;
+    let keys = kept.len() / rows;
+    let middle = left + STEP_CELL * keys as f64 / 2.0;
+    bold(svg, (middle, 56.0), "middle", caption);
+    note(svg, (middle, 76.0), what);
+    note(svg, (middle, top - 28.0), lang.pick("keys", "键"));
+    for j in 0..keys {
+        let at = (left + STEP_CELL * (j as f64 + 0.5), top - 8.0);
+        text(svg, at, "middle", 12, "black", &j.to_string());
+    }
+    for (i, row) in kept.chunks(keys).enumerate() {
+        let y = top + STEP_CELL * i as f64;
+        let at = (left - 8.0, y + STEP_CELL / 2.0 + 4.0);
+        text(svg, at, "end", 12, "black", &(first + i).to_string());
+        for (j, &keep) in row.iter().enumerate() {
+            let x = left + STEP_CELL * j as f64;
+            if keep {
+                rect(svg, (x, y), (STEP_CELL, STEP_CELL), KEPT, "white");
+                continue;
+            }
+            match forgotten {
+                true => sized(
+                    "rect",
+                    (x + 1.0, y + 1.0),
+                    (STEP_CELL - 2.0, STEP_CELL - 2.0),
+                )
+                .set("fill", MASKED)
+                .set("stroke", GREY)
+                .set("stroke-dasharray", "4 3")
+                .close(svg),
+                false => rect(svg, (x, y), (STEP_CELL, STEP_CELL), MASKED, "white"),
+            }
+            let at = (x + STEP_CELL / 2.0, y + STEP_CELL / 2.0 + 4.0);
+            text(svg, at, "middle", 11, GREY, &mask_value());
+        }
+    }
+    let height = STEP_CELL * rows as f64;
+    vertical_text(
+        svg,
+        (left - 30.0, top + height / 2.0),
+        12,
+        GREY,
+        lang.pick("queries", "查询"),
+    );
+}
+
+/// Under a step's row from `left`: a frame round the keys the cache holds (the kept ones, after
+/// `forgotten` masked ones) and its words, and under the forgotten ones what their scores are.
+fn cache_frame(svg: &mut String, lang: Lang, left: f64, (forgotten, held): (usize, usize)) {
+    let top = STEP_AT.1;
+    let x = left + STEP_CELL * forgotten as f64;
+    let width = STEP_CELL * held as f64;
+    frame(
+        svg,
+        (x - 2.0, top - 2.0),
+        (width + 4.0, STEP_CELL + 4.0),
+        BLUE,
+        "none",
+    );
+    let words = match lang {
+        Lang::En => format!("the cache: {}", keys_seen(lang, held)),
+        Lang::ZhCn => format!("缓存：{}", keys_seen(lang, held)),
+    };
+    let below = top + STEP_CELL + 22.0;
+    text(svg, (x + width / 2.0, below), "middle", 12, BLUE, &words);
+    if forgotten > 0 {
+        let middle = left + STEP_CELL * forgotten as f64 / 2.0;
+        let (gone, put) = match lang {
+            Lang::En => ("forgotten,", "put back in front"),
+            Lang::ZhCn => ("已被遗忘，", "补回到前面"),
+        };
+        note(svg, (middle, below), gone);
+        note(svg, (middle, below + 18.0), put);
+    }
+}
+
+/// `s7_cache_steps.svg`: the shape of the scores the cached model computes, queries × keys, for a
+/// prompt of 4 tokens: the prefill's 4 × 4 with `tril_forward`'s causal mask; the next step's one
+/// row against the 5 keys the cache keeps, nothing to mask; and that row with a window of 3, where
+/// the 2 keys the cache forgot are put back in front as the mask's value, as `window_forward`'s
+/// band writes them.
+fn cache_steps(lang: Lang) -> Figure {
+    let (l, w) = STEPS;
+    let size = STEPS_SIZE;
+    let title = lang.pick(
+        "Stage 7: the scores the KV cache computes, queries × keys",
+        "第 7 阶段：KV 缓存计算的分数，查询 × 键",
+    );
+    let mut svg = open_svg(lang, size.0, size.1, title);
+    let panels = step_scores(l, w);
+    let counts = |kept: &[bool]| {
+        let masked = kept.iter().filter(|&&k| !k).count();
+        (masked, kept.len() - masked)
+    };
+    let (forgotten, held) = counts(&panels[2].1);
+    let texts = match lang {
+        Lang::En => [
+            (
+                format!("prefill: {l} × {l}"),
+                "the prompt at once, tril_forward".to_string(),
+            ),
+            (
+                format!("one step: 1 × {}", l + 1),
+                "no future to mask".to_string(),
+            ),
+            (
+                format!("with a window, W = {w}: 1 × {}", l + 1),
+                format!("{forgotten} keys forgotten: window_forward's band"),
+            ),
+        ],
+        Lang::ZhCn => [
+            (
+                format!("预填充：{l} × {l}"),
+                "一次算完提示，tril_forward".to_string(),
+            ),
+            (
+                format!("一步：1 × {}", l + 1),
+                "没有未来需要遮盖".to_string(),
+            ),
+            (
+                format!("有窗口，W = {w}：1 × {}", l + 1),
+                format!("{forgotten} 个键被遗忘：window_forward 的带"),
+            ),
+        ],
+    };
+    for (p, ((rows, kept), (caption, what))) in panels.iter().zip(&texts).enumerate() {
+        let first = if p == 0 { 0 } else { l };
+        let at = (STEP_AT.0[p], first);
+        step_panel(&mut svg, lang, at, (caption, what), (*rows, kept), p == 2);
+    }
+    cache_frame(&mut svg, lang, STEP_AT.0[1], counts(&panels[1].1));
+    cache_frame(&mut svg, lang, STEP_AT.0[2], (forgotten, held));
+    let filled = match lang {
+        Lang::En => format!("fills the cache: {}", keys_seen(lang, l)),
+        Lang::ZhCn => format!("填入缓存：{}", keys_seen(lang, l)),
+    };
+    let middle = STEP_AT.0[0] + STEP_CELL * l as f64 / 2.0;
+    let below = STEP_AT.1 + STEP_CELL * l as f64 + 22.0;
+    text(&mut svg, (middle, below), "middle", 12, BLUE, &filled);
+    let y = below + 26.0;
+    let swatch = (14.0, 14.0);
+    let left = STEP_AT.0[0];
+    rect(&mut svg, (left, y), swatch, KEPT, "#999");
+    legend_label(
+        &mut svg,
+        (left + 14.0, y + 12.0),
+        lang.pick("computed score", "计算的分数"),
+    );
+    rect(&mut svg, (left + 150.0, y), swatch, MASKED, "#999");
+    let masked = match lang {
+        Lang::En => format!("masked before the softmax: {}", mask_value()),
+        Lang::ZhCn => format!("在 softmax 之前遮盖：{}", mask_value()),
+    };
+    legend_label(&mut svg, (left + 164.0, y + 12.0), &masked);
+    let words = lang.pick(
+        "the cache keeps K and V of the rows it has seen (with a window, the W newest): a step computes one row of scores",
+        "缓存保存它见过的各行的 K 和 V（有窗口时只保存最新的 W 行）：一步只计算一行分数",
+    );
+    footer(&mut svg, size, words);
+    finish(lang, "s7_cache_steps.svg", svg)
+}
+
 /// This stage's pictures in `lang`'s words.
 pub fn figures(lang: Lang) -> Vec<Figure> {
-    vec![gqa(lang), window(lang), rope(lang), kv_memory(lang)]
+    vec![
+        gqa(lang),
+        window(lang),
+        rope(lang),
+        kv_memory(lang),
+        cache_steps(lang),
+    ]
 }
 
 #[cfg(test)]
@@ -598,5 +805,23 @@ mod tests {
                 && svg.contains(">GQA</text>")
                 && svg.contains(">MQA</text>")
         );
+    }
+    #[test]
+    fn a_cached_step_computes_one_row_and_a_window_forgets_the_oldest_keys() {
+        let (l, w) = STEPS;
+        let [(rows, prefill), (1, step), (1, windowed)] = step_scores(l, w) else {
+            panic!("a step computes one row");
+        };
+        assert_eq!(rows, l);
+        let kept = |row: &[bool]| row.iter().filter(|&&k| k).count();
+        let seen: Vec<usize> = prefill.chunks(l).map(kept).collect();
+        assert_eq!(seen, (1..=l).collect::<Vec<_>>());
+        assert_eq!(kept(&step), l + 1); // no future to mask
+        // The cache's rule: it keeps min(L', W) keys; the forgotten ones come first.
+        let position = l;
+        let forgotten = position + 1 - (position + 1).min(w);
+        assert_eq!(kept(&windowed), w);
+        assert!(windowed[..forgotten].iter().all(|&k| !k));
+        assert_eq!(mask_value(), "−1e9");
     }
 }
