@@ -259,3 +259,16 @@ mod tests {
         assert_eq!(size(&[6, 2]), "torch.Size([6, 2])");
     }
 }
+
+/// 84929 as "84,929": a count as the book prints it (any integer type).
+pub fn thousands(n: impl std::fmt::Display) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}

@@ -162,18 +162,7 @@ pub(super) fn note(svg: &mut String, at: (f64, f64), content: &str) {
     text(svg, at, "middle", 12, GREY, content);
 }
 
-/// 84929 as "84,929": a count as the book prints it.
-pub(super) fn thousands(n: usize) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
+pub(super) use crate::print::thousands;
 
 /// The footer of a picture `width` × `height`: a note centred 14 px above its bottom edge.
 pub(super) fn footer(svg: &mut String, (width, height): (f64, f64), words: &str) {

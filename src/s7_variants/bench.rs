@@ -112,15 +112,7 @@ pub fn time(arch: Architecture, context: usize, cached: bool) -> Result<Timed, G
         false => generate(&mut tape, &model, &data, prompt, NEW_TOKENS, rng, sampling)?,
     };
     let ms = started.elapsed().as_secs_f64() * 1e3;
-    let kv = KvShape {
-        layers: 2,
-        heads: arch.heads,
-        kv_heads: arch.kv_heads(),
-        head_dim: 64 / arch.heads,
-        window: arch.window,
-        latent: None,
-        bytes: 4,
-    };
+    let kv = KvShape::of(&arch, 2, 64, 4); // float32
     Ok(Timed {
         context,
         variant: short_name(&arch),

@@ -2,6 +2,9 @@
 //! and how each of stage 7's variants shrinks it. One formula, the one rasbt's memory estimators in
 //! `ch04/04_gqa` … `ch04/06_swa` print, and the page's calculator computes the same.
 
+use crate::print::thousands;
+use crate::s5_gpt::beyond::Architecture;
+
 // ANCHOR: kv_memory
 /// A model's attention, as far as its cache is concerned.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -24,6 +27,19 @@ pub struct KvShape {
 }
 
 impl KvShape {
+    /// The cache of a model of `arch` with `layers` blocks of width `c`, `bytes` per value.
+    pub fn of(arch: &Architecture, layers: usize, c: usize, bytes: usize) -> Self {
+        KvShape {
+            layers,
+            heads: arch.heads,
+            kv_heads: arch.kv_heads(),
+            head_dim: c / arch.heads,
+            window: arch.window,
+            latent: None,
+            bytes,
+        }
+    }
+
     /// Bytes one token adds to the cache, over all layers: a key and a value per K/V head
     /// (2·K·D values per layer), or the latent alone (L values per layer).
     pub fn bytes_per_token(&self) -> usize {
@@ -45,6 +61,11 @@ impl KvShape {
 
 /// Bytes as rasbt's estimators print them: decimal gigabytes with two decimals, "17.18 GB".
 pub fn gigabytes(bytes: usize) -> String {
+    gigabytes_wide(bytes as u64)
+}
+
+/// [`gigabytes`] of a count in 64 bits.
+fn gigabytes_wide(bytes: u64) -> String {
     format!("{:.2} GB", bytes as f64 / 1e9)
 }
 
@@ -109,11 +130,19 @@ pub fn calculator_lines(shape: &KvShape, context: usize) -> Vec<String> {
         None => format!("2 × {} K/V heads × {}", shape.kv_heads, shape.head_dim),
     };
     let kept = shape.window.map_or(context, |w| w.min(context));
-    let total = shape.total_bytes(1, context);
+    // KvShape's counts in 64 bits whatever the width of `usize`: the page's WebAssembly has 32,
+    // too few for a Llama-sized cache's 4,294,967,296 bytes. `KvArgs::shape` checked that they fit.
+    let wide = |n: usize| n as u64;
+    let values = match shape.latent {
+        Some(l) => wide(l),
+        None => 2 * wide(shape.kv_heads) * wide(shape.head_dim),
+    };
+    let per_token = wide(shape.layers) * values * wide(shape.bytes);
+    let total = wide(kept) * per_token;
     vec![
         format!(
             "per token: {} bytes ({per_layer} values × {} layers × {} bytes)",
-            thousands(shape.bytes_per_token()),
+            thousands(per_token),
             shape.layers,
             shape.bytes
         ),
@@ -121,21 +150,9 @@ pub fn calculator_lines(shape: &KvShape, context: usize) -> Vec<String> {
         format!(
             "the cache: {} bytes, {}",
             thousands(total),
-            gigabytes(total)
+            gigabytes_wide(total)
         ),
     ]
 }
 
-/// 32768 as "32,768".
-fn thousands(n: usize) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
 // ANCHOR_END: calculator

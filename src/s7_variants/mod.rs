@@ -234,19 +234,9 @@ pub fn weigh(tape: &mut Tape, arch: Architecture) -> Weighed {
         tape.backward(loss);
         tape.step(&mut optimizer);
     }
-    let head_dim = 64 / arch.heads;
     Weighed {
         parameters: tape.params().iter().map(|p| p.data.len()).sum(),
-        kv_bytes_per_token: KvShape {
-            layers: 2,
-            heads: arch.heads,
-            kv_heads: arch.kv_heads(),
-            head_dim,
-            window: arch.window,
-            latent: None,
-            bytes: 4,
-        }
-        .bytes_per_token(),
+        kv_bytes_per_token: KvShape::of(&arch, 2, 64, 4).bytes_per_token(), // float32
         losses,
     }
 }
