@@ -260,8 +260,14 @@ mod tests {
     }
 }
 
-/// 84929 as "84,929": a count as the book prints it (any integer type).
-pub fn thousands(n: impl std::fmt::Display) -> String {
+/// 84929 as "84,929": a count as the book prints it.
+pub fn thousands(n: usize) -> String {
+    thousands_wide(n as u64)
+}
+
+/// [`thousands`] of a count in 64 bits, whatever the width of `usize` (32 bits in the page's
+/// WebAssembly).
+pub fn thousands_wide(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {

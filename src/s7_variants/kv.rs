@@ -2,7 +2,7 @@
 //! and how each of stage 7's variants shrinks it. One formula, the one rasbt's memory estimators in
 //! `ch04/04_gqa` … `ch04/06_swa` print, and the page's calculator computes the same.
 
-use crate::print::thousands;
+use crate::print::{thousands, thousands_wide};
 use crate::s5_gpt::beyond::Architecture;
 
 // ANCHOR: kv_memory
@@ -142,14 +142,14 @@ pub fn calculator_lines(shape: &KvShape, context: usize) -> Vec<String> {
     vec![
         format!(
             "per token: {} bytes ({per_layer} values × {} layers × {} bytes)",
-            thousands(per_token),
+            thousands_wide(per_token),
             shape.layers,
             shape.bytes
         ),
         format!("tokens kept: {} of {}", thousands(kept), thousands(context)),
         format!(
             "the cache: {} bytes, {}",
-            thousands(total),
+            thousands_wide(total),
             gigabytes_wide(total)
         ),
     ]
