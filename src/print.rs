@@ -184,6 +184,25 @@ pub fn cell<W: Write>(
     writeln!(out)
 }
 
+/// 84929 as "84,929": a count as the book prints it.
+pub fn thousands(n: usize) -> String {
+    thousands_wide(n as u64)
+}
+
+/// [`thousands`] of a count in 64 bits, whatever the width of `usize` (32 bits in the page's
+/// WebAssembly).
+pub fn thousands_wide(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -258,23 +277,4 @@ mod tests {
     fn shapes() {
         assert_eq!(size(&[6, 2]), "torch.Size([6, 2])");
     }
-}
-
-/// 84929 as "84,929": a count as the book prints it.
-pub fn thousands(n: usize) -> String {
-    thousands_wide(n as u64)
-}
-
-/// [`thousands`] of a count in 64 bits, whatever the width of `usize` (32 bits in the page's
-/// WebAssembly).
-pub fn thousands_wide(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
