@@ -6,7 +6,6 @@ use std::io::Write;
 
 use super::bench::{self, CONTEXTS};
 use super::kv::{KvShape, calculator_lines};
-use super::weigh;
 use crate::s5_gpt::app::error::ToolError;
 
 /// Prints stage 7's outputs: what the KV cache holds for each variant, grouped-query heads, the
@@ -96,9 +95,12 @@ impl KvArgs {
                 "--kv-heads {k} does not divide --heads {h}; use a divisor of {h}, such as 1 (multi-query) or {h}"
             ));
         }
-        let per_layer = self.latent.map_or(2 * k * self.head_dim, |l| l) as u128;
-        let kept = self.window.map_or(self.tokens, |w| w.min(self.tokens)) as u128;
-        if per_layer * (self.layers * self.bytes) as u128 * kept > usize::MAX as u128 {
+        // Counted in 128 bits; the calculator counts in 64 on every machine (and in the page's
+        // 32-bit WebAssembly).
+        let wide = |n: usize| n as u128;
+        let per_layer = self.latent.map_or(2 * wide(k) * wide(self.head_dim), wide);
+        let kept = wide(self.window.map_or(self.tokens, |w| w.min(self.tokens)));
+        if per_layer * wide(self.layers) * wide(self.bytes) * kept > u64::MAX as u128 {
             return bad(
                 "the cache would hold more bytes than this machine can count; use smaller sizes"
                     .to_string(),
@@ -130,7 +132,12 @@ impl Cli {
             return Ok(());
         }
         if self.weigh {
-            return Ok(weigh::run(out, self.max_steps, false)?);
+            #[cfg(not(target_arch = "wasm32"))]
+            return Ok(super::weigh::run(out, self.max_steps, false)?);
+            #[cfg(target_arch = "wasm32")]
+            return Err(BenchError::Settings(
+                "--weigh trains on Tiny Shakespeare from disk; run it with cargo run".to_string(),
+            ));
         }
         if !self.bench {
             return Ok(super::run(out)?);
