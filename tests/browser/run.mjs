@@ -31,6 +31,10 @@
 //   flags) and for edited scores with a reader's T and tile (T = 1000 in tiles of 48, and T = 4096); the
 //   walk shows each step's cell as printed, Next step by Next step; the memory and difference lines carry
 //   the printed numbers; bad scores, T and tiles show the command line's one-line message;
+// - stage 7: `s7_variants.html?layers=N&kv-heads=K&…&run` writes into <pre class="play-output"> what
+//   `cargo run --example s7_variants -- --kv --layers N --kv-heads K …` prints, for the defaults, all 32
+//   K/V heads, the DeepSeek-sized latent example and a window of 4,096, and its caption names that
+//   command; bad sizes (K/V heads that do not divide the heads, 0, not a number) show its one-line message;
 // - generation from the book's checkpoint equals `s5_gpt generate --checkpoint` with the same flags;
 // - `s5_gpt.html?probs=P&temperature=T&top-k=K` writes into <pre class="play-probs"> what
 //   `s5_gpt generate --checkpoint C --prompt P … --probs` prints, for prompts with a space and a line
@@ -359,6 +363,55 @@ async function flashBadInputChecks(b) {
             errors.length === 0, `${edition || "en/"}s6_flash ${flags.join(" ")}: "${line}"`,
             `state ${state}; native "${want}"; ${errors.join(" ")}`);
         await page.close();
+    }
+}
+
+/** The calculator's runs: `s7_variants --kv` and these flags, in the order of its help (the panel's). */
+const KV_RUNS = [
+    [],
+    ["--kv-heads", "32"],
+    ["--layers", "48", "--heads", "24", "--kv-heads", "24", "--tokens", "8192", "--latent", "1024"],
+    ["--window", "4096"],
+];
+
+async function kvChecks(b) {
+    console.log("stage 7: the KV-memory calculator prints what s7_variants --kv prints for the same flags");
+    const panel = ".play-panel[data-play=kv]";
+    for (const flags of KV_RUNS) {
+        const want = cargo(["--example", "s7_variants", "--", "--kv", ...flags]).stdout;
+        for (const edition of EDITIONS) {
+            const what = `${edition || "en/"}s7_variants --kv ${flags.join(" ")}`.trim();
+            const { page, state, message, errors } = await openPanel(b,
+                `/${edition}s7_variants.html?${flashParams(flags)}`, panel);
+            const got = await page.textContent(`${panel} pre.play-output`);
+            const caption = await page.textContent(`${panel} .play-output-caption`);
+            const command = `cargo run --example s7_variants -- ${["--kv", ...flags].join(" ")}`;
+            check(state === "done" && got === want && caption.includes(command) && errors.length === 0,
+                `${what}: ${want.length} bytes equal, under "${caption}"`,
+                state !== "done" ? `state ${state}: ${message} ${errors.join(" ")}` :
+                    got !== want ? firstDifference(got, want) : `caption lacks "${command}"; ${errors.join("\n")}`);
+            await page.close();
+        }
+    }
+    const bad = [
+        ["--kv-heads", "3"],
+        ["--layers", "0"],
+        ["--heads", "24", "--kv-heads", "32"],
+        ["--tokens", "many"],
+        ["--layers", "10000000", "--kv-heads", "32", "--head-dim", "10000000", "--tokens", "10000000"],
+    ];
+    for (const [i, flags] of bad.entries()) {
+        for (const edition of i ? [EDITIONS[i % EDITIONS.length]] : EDITIONS) {
+            const { page, state, message, errors } = await openPanel(b,
+                `/${edition}s7_variants.html?${flashParams(flags)}`, panel);
+            const line = (message || "").trim();
+            const want = nativeError(["--example", "s7_variants", "--", "--kv", ...flags]);
+            const output = await page.textContent(`${panel} pre.play-output`);
+            check(state === "error" && (line === want || line === "error: " + want) && output === "" &&
+                errors.length === 0, `${edition || "en/"}s7_variants --kv ${flags.join(" ")}: "${line}"`,
+                `state ${state}; native "${want}"; ${errors.join(" ")}`);
+            await page.close();
+        }
     }
 }
 
@@ -827,6 +880,7 @@ async function main() {
         const groups = {
             stages: () => stageChecks(b),
             flash: () => flashChecks(b),
+            kv: () => kvChecks(b),
             train: () => trainChecks(b),
             "train-by-hand": () => trainByHandChecks(b),
             generate: () => generateChecks(b),

@@ -13,6 +13,7 @@
 //! | [`s1_query`] | stage 1's §3.3.1, for another query token |
 //! | [`stage_weights`] | the numbers behind the heat maps of stages 1, 3 and 4 |
 //! | [`s6_output`] | `cargo run --example s6_flash -- --scores X,… --context T --tile N`, its stdout |
+//! | [`s7_kv`] | `cargo run --example s7_variants -- --kv --layers N …`, its stdout |
 //! | [`Trainer`] | the lines of `s5_gpt --loss-csv F`, a few steps at a time |
 //! | [`Sampler`] | `s5_gpt generate --checkpoint DIR …` (also `--probs`), its stdout |
 //! | [`fma_self_check`] | the fast layer's fused multiply-add on WebAssembly, checked |
@@ -62,8 +63,9 @@ use attention_from_scratch::s5_gpt::tape::Tape;
 use attention_from_scratch::s5_gpt::train::Trainer as LessonTrainer;
 use attention_from_scratch::s6_flash::app::{Cli as FlashCli, MAX_CONTEXT};
 use attention_from_scratch::s6_flash::{AtLength, Difference};
+use attention_from_scratch::s7_variants::app::{Cli as VariantsCli, KvArgs};
 use attention_from_scratch::{BookSeeds, Error, s2_trainable, s3_causal, s4_multihead};
-use clap::{CommandFactory, Parser};
+use clap::{Args, CommandFactory, Parser};
 use serde::Serialize;
 use wasm_bindgen::prelude::*;
 
@@ -109,6 +111,8 @@ pub fn page_facts() -> String {
         checkpoint: format!("{PLAY_DIR}/{CHECKPOINT_DIR}"),
         flash_flags: flags_of(&FlashCli::command()),
         flash_max_context: MAX_CONTEXT,
+        kv_example: VariantsCli::command().get_name().to_string(),
+        kv_flags: flags_of(&KvArgs::augment_args(clap::Command::new("s7_variants"))),
     };
     json(&facts)
 }
@@ -140,6 +144,10 @@ struct Facts {
     /// `--context` its walk takes.
     flash_flags: BTreeMap<String, Flag>,
     flash_max_context: usize,
+    /// Stage 7's example, and its KV-memory calculator's flags (`--kv`, `--layers`, `--heads`,
+    /// `--kv-heads`, …) by clap's id, with their defaults.
+    kv_example: String,
+    kv_flags: BTreeMap<String, Flag>,
 }
 
 /// A flag as the command line spells it, and its default value if it takes one.
@@ -293,6 +301,38 @@ impl FlashDifference {
             scaled_ulps: d.scaled_ulps,
         }
     }
+}
+
+/// Stage 7's KV-memory calculator as `cargo run --example s7_variants -- --kv <flags>` runs it, as
+/// JSON: `{"flags": […], "output": "…"}`. `flags` is the rest of the command line (`--layers 48
+/// --kv-heads 8 …`), split at whitespace and read and checked by the example's own parser; the
+/// reply's `flags` are the command line's words after `--` (`--kv` first), `output` its stdout byte
+/// for byte.
+#[wasm_bindgen]
+pub fn s7_kv(flags: &str) -> Result<String, JsError> {
+    let kv = KvArgs::augment_args(clap::Command::new("s7_variants"));
+    let kv = kv.get_arguments().find(|a| a.get_id() == "kv");
+    let kv = format!("--{}", kv.and_then(|a| a.get_long()).unwrap_or("kv"));
+    let words: Vec<String> = std::iter::once(kv)
+        .chain(flags.split_whitespace().map(str::to_string))
+        .collect();
+    let name = VariantsCli::command().get_name().to_string();
+    let cli =
+        VariantsCli::try_parse_from(std::iter::once(&name).chain(&words)).map_err(flag_error)?;
+    let mut out = Vec::new();
+    cli.run(&mut out).map_err(fail)?;
+    let value = KvRun {
+        flags: words,
+        output: String::from_utf8(out).expect("the calculator prints UTF-8"),
+    };
+    Ok(json(&value))
+}
+
+/// What [`s7_kv`] returns.
+#[derive(Serialize)]
+struct KvRun {
+    flags: Vec<String>,
+    output: String,
 }
 
 /// Stage 1's §3.3.1 (cells #2–#7) for query token `query`, 0 to 5 in "Your journey starts with one
@@ -761,6 +801,14 @@ mod tests {
             assert!(flag("flash_flags", id).is_some(), "no stage 6 flag {id}");
         }
         assert_eq!(facts["flash_max_context"], 4096);
+        assert_eq!(facts["kv_example"], "s7_variants");
+        for id in [
+            "kv", "layers", "heads", "kv_heads", "head_dim", "tokens", "window", "latent", "bytes",
+        ] {
+            assert!(flag("kv_flags", id).is_some(), "no stage 7 flag {id}");
+        }
+        assert_eq!(facts["kv_flags"]["kv_heads"]["default"], "8");
+        assert!(facts["kv_flags"]["window"].get("default").is_none());
     }
 
     /// Stage 6's panel prints what the example prints for the same flags, and refuses what it
@@ -795,5 +843,37 @@ mod tests {
         attention_from_scratch::s6_flash::run(&mut book, BookSeeds::default()).unwrap();
         assert_eq!(chapter["output"], String::from_utf8(book).unwrap());
         assert_eq!(chapter["flags"], serde_json::json!([]));
+    }
+
+    /// Stage 7's calculator prints what the example prints for the same flags, and refuses what it
+    /// refuses with its line.
+    #[test]
+    fn s7_kv_is_the_examples_calculator() {
+        for flags in [
+            "",
+            "--kv-heads 32",
+            "--layers 48 --heads 24 --kv-heads 24 --latent 1024 --tokens 8192",
+            "  --window   4096 ",
+        ] {
+            let run: serde_json::Value = serde_json::from_str(&s7_kv(flags).unwrap()).unwrap();
+            let argv: Vec<&str> = ["s7_variants", "--kv"]
+                .into_iter()
+                .chain(flags.split_whitespace())
+                .collect();
+            let mut native = Vec::new();
+            VariantsCli::try_parse_from(&argv)
+                .unwrap()
+                .run(&mut native)
+                .unwrap();
+            assert_eq!(run["output"], String::from_utf8(native).unwrap());
+            assert_eq!(run["flags"], serde_json::json!(argv[1..]));
+        }
+        let chapter: serde_json::Value = serde_json::from_str(&s7_kv("").unwrap()).unwrap();
+        assert_eq!(
+            chapter["output"],
+            "per token: 131,072 bytes (2 × 8 K/V heads × 128 values × 32 layers × 2 bytes)\n\
+             tokens kept: 32,768 of 32,768\n\
+             the cache: 4,294,967,296 bytes, 4.29 GB\n"
+        );
     }
 }

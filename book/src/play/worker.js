@@ -146,6 +146,8 @@ const ops = {
     page_facts: () => JSON.parse(play.page_facts()),
     // {flags, output, steps, length}: stage 6's run for the three fields' text.
     s6_output: (scores, context, tile) => JSON.parse(play.s6_output(scores, context, tile)),
+    // {flags, output}: stage 7's KV-memory calculator for a fragment of its command line.
+    s7_kv: (flags) => JSON.parse(play.s7_kv(flags)),
     fma_self_check: (n, seed) => play.fma_self_check(n, seed),
     // What trains here: the build loaded, the product kernel it chose, the threads it runs on and, for
     // one thread, why.
