@@ -35,7 +35,7 @@ pub struct Timed {
     pub variant: &'static str,
     pub cached: bool,
     pub ms_per_token: f64,
-    pub kv_bytes_per_token: usize,
+    pub kv_bytes_per_token: u64,
 }
 
 impl Timed {

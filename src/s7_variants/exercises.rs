@@ -29,7 +29,7 @@ pub fn to_split_halves(x: &[f32]) -> Vec<f32> {
 // ANCHOR: mqa_memory
 /// Exercise 2: the KV cache of the chapter's model (2 blocks, 4 heads of 16, float32) at its
 /// context of 32 tokens, with K key/value heads: MHA at K = 4, MQA at K = 1.
-pub fn chapter_model_cache(kv_heads: usize) -> usize {
+pub fn chapter_model_cache(kv_heads: usize) -> u64 {
     let shape = KvShape {
         layers: 2,
         heads: 4,

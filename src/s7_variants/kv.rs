@@ -41,31 +41,27 @@ impl KvShape {
     }
 
     /// Bytes one token adds to the cache, over all layers: a key and a value per K/V head
-    /// (2·K·D values per layer), or the latent alone (L values per layer).
-    pub fn bytes_per_token(&self) -> usize {
+    /// (2·K·D values per layer), or the latent alone (L values per layer). Counted in 64 bits,
+    /// whatever the width of `usize` (the page's WebAssembly has 32).
+    pub fn bytes_per_token(&self) -> u64 {
         let per_layer = match self.latent {
-            Some(latent) => latent,
-            None => 2 * self.kv_heads * self.head_dim,
+            Some(latent) => latent as u64,
+            None => 2 * self.kv_heads as u64 * self.head_dim as u64,
         };
-        self.layers * per_layer * self.bytes
+        self.layers as u64 * per_layer * self.bytes as u64
     }
 
     /// Bytes the cache holds for `batch` sequences of `context` tokens: a window keeps at most
     /// W tokens however long the context grows.
-    pub fn total_bytes(&self, batch: usize, context: usize) -> usize {
+    pub fn total_bytes(&self, batch: usize, context: usize) -> u64 {
         let kept = self.window.map_or(context, |w| w.min(context));
-        batch * kept * self.bytes_per_token()
+        batch as u64 * kept as u64 * self.bytes_per_token()
     }
 }
 // ANCHOR_END: kv_memory
 
 /// Bytes as rasbt's estimators print them: decimal gigabytes with two decimals, "17.18 GB".
-pub fn gigabytes(bytes: usize) -> String {
-    gigabytes_wide(bytes as u64)
-}
-
-/// [`gigabytes`] of a count in 64 bits.
-fn gigabytes_wide(bytes: u64) -> String {
+pub fn gigabytes(bytes: u64) -> String {
     format!("{:.2} GB", bytes as f64 / 1e9)
 }
 
@@ -130,15 +126,7 @@ pub fn calculator_lines(shape: &KvShape, context: usize) -> Vec<String> {
         None => format!("2 × {} K/V heads × {}", shape.kv_heads, shape.head_dim),
     };
     let kept = shape.window.map_or(context, |w| w.min(context));
-    // KvShape's counts in 64 bits whatever the width of `usize`: the page's WebAssembly has 32,
-    // too few for a Llama-sized cache's 4,294,967,296 bytes. `KvArgs::shape` checked that they fit.
-    let wide = |n: usize| n as u64;
-    let values = match shape.latent {
-        Some(l) => wide(l),
-        None => 2 * wide(shape.kv_heads) * wide(shape.head_dim),
-    };
-    let per_token = wide(shape.layers) * values * wide(shape.bytes);
-    let total = wide(kept) * per_token;
+    let (per_token, total) = (shape.bytes_per_token(), shape.total_bytes(1, context));
     vec![
         format!(
             "per token: {} bytes ({per_layer} values × {} layers × {} bytes)",
@@ -150,7 +138,7 @@ pub fn calculator_lines(shape: &KvShape, context: usize) -> Vec<String> {
         format!(
             "the cache: {} bytes, {}",
             thousands_wide(total),
-            gigabytes_wide(total)
+            gigabytes(total)
         ),
     ]
 }

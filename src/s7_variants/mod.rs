@@ -202,7 +202,7 @@ pub fn variants() -> Vec<(&'static str, Architecture)> {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Weighed {
     pub parameters: usize,
-    pub kv_bytes_per_token: usize,
+    pub kv_bytes_per_token: u64,
     pub losses: [f32; 2],
 }
 

@@ -38,17 +38,8 @@ pub fn flags(arch: &Architecture) -> String {
 
 /// The cache a token adds to a model of `arch` at the tutorial's width (64) and blocks (2), in
 /// float32.
-pub fn kv_bytes_per_token(arch: &Architecture) -> usize {
-    let shape = KvShape {
-        layers: 2,
-        heads: arch.heads,
-        kv_heads: arch.kv_heads(),
-        head_dim: 64 / arch.heads,
-        window: arch.window,
-        latent: None,
-        bytes: 4,
-    };
-    shape.bytes_per_token()
+pub fn kv_bytes_per_token(arch: &Architecture) -> u64 {
+    KvShape::of(arch, 2, 64, 4).bytes_per_token()
 }
 
 /// Trains each variant for `max_steps` (the two epochs if `None`) and prints its line. Not in the
