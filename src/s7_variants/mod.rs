@@ -20,6 +20,7 @@ pub mod app;
 pub mod bench;
 pub mod exercises;
 pub mod kv;
+#[cfg(not(target_arch = "wasm32"))]
 pub mod weigh;
 
 use std::io::Write;

@@ -4,20 +4,16 @@
 //! two epochs), and prints one line each, the record the chapter's table is drawn from:
 //!
 //! `variant=gqa steps=3000 parameters=… train_loss=… test_loss=… ms_per_step=… kv_bytes_per_token=…`
+//!
+//! Native only: the WebAssembly build reads no corpus from disk.
 
-#[cfg(not(target_arch = "wasm32"))]
 use std::io::Write;
 
-#[cfg(not(target_arch = "wasm32"))]
 use super::bench::short_name;
 use super::kv::KvShape;
-#[cfg(not(target_arch = "wasm32"))]
 use super::variants;
-#[cfg(not(target_arch = "wasm32"))]
 use crate::figures::ablation::Variant;
-#[cfg(not(target_arch = "wasm32"))]
 use crate::s5_gpt::app::ablation::measure;
-#[cfg(not(target_arch = "wasm32"))]
 use crate::s5_gpt::app::error::ToolError;
 use crate::s5_gpt::beyond::Architecture;
 
@@ -42,9 +38,7 @@ pub fn kv_bytes_per_token(arch: &Architecture) -> u64 {
     KvShape::of(arch, 2, 64, 4).bytes_per_token()
 }
 
-/// Trains each variant for `max_steps` (the two epochs if `None`) and prints its line. Not in the
-/// WebAssembly build, which reads no corpus from disk.
-#[cfg(not(target_arch = "wasm32"))]
+/// Trains each variant for `max_steps` (the two epochs if `None`) and prints its line.
 pub fn run<W: Write>(
     out: &mut W,
     max_steps: Option<usize>,
