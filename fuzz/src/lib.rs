@@ -218,6 +218,7 @@ pub fn generate_args(prompt: &str, sample_len: usize, reference: bool) -> Genera
         temperature: 1.0,
         top_k: None,
         probs: false,
+        no_cache: false,
         compute: ComputeArgs {
             threads: 1,
             reference,
