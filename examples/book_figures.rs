@@ -89,7 +89,7 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
             write_generated(&file, &table)?;
         }
     }
-    for (file, table) in figures::weighed::committed_tables() {
+    for (file, table) in figures::weighed::committed_tables()? {
         write_generated(&file, &table)?;
     }
     if !args.quick {

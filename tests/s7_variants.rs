@@ -593,7 +593,7 @@ fn the_calculators_bad_input_is_one_line() {
 fn the_weighed_tables_are_drawn_from_the_committed_records() {
     use attention_from_scratch::figures::weighed::committed_tables;
     let generated = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("book/src/generated");
-    for (file, table) in committed_tables() {
+    for (file, table) in committed_tables().unwrap() {
         let committed = std::fs::read_to_string(generated.join(&file)).unwrap();
         assert_eq!(
             committed, table,

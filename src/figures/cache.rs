@@ -183,7 +183,7 @@ fn variant_rank(short: &str) -> usize {
 
 /// The variant the bench calls `short` in `lang`'s words, its numbers from the chapter's
 /// architecture: `MHA (full, 4 heads)`, `GQA, K = 2`, `MQA, K = 1`, `SWA, W = 8`, `RoPE`.
-fn variant_name(lang: Lang, short: &str) -> String {
+pub(super) fn variant_name(lang: Lang, short: &str) -> String {
     let chapter = variants();
     let Some((_, arch)) = chapter.iter().find(|(_, arch)| short_name(arch) == short) else {
         return short.to_string();

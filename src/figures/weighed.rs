@@ -1,29 +1,22 @@
 //! Stage 7's variants weighed side by side, as the chapter shows them: one Markdown table per
-//! edition, drawn from two committed records, `book/src/generated/s7_weighed.txt` (each variant
+//! edition, drawn from two committed records: `book/src/generated/s7_weighed.txt` (each variant
 //! trained with the tutorial's recipe, `tools/s7_weigh_record.sh`) and
-//! `book/src/generated/s7_bench.txt` (generation with the KV cache, `tools/s7_bench_record.sh`).
+//! `book/src/generated/s7_bench.txt` (generation with the KV cache, read by [`super::cache`]).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use super::cache::{Record, committed_record, variant_name};
+use crate::Error;
 use crate::lang::Lang;
+use crate::s7_variants::bench::short_name;
+use crate::s7_variants::variants;
 
 /// The record of the training runs.
 pub const WEIGHED: &str = include_str!("../../book/src/generated/s7_weighed.txt");
-/// The record of the generation bench.
-pub const BENCH: &str = include_str!("../../book/src/generated/s7_bench.txt");
 
 /// Where the table goes, under `book/src/generated/` (the Chinese one in `zh-CN/`).
 pub const TABLE_FILE: &str = "s7_weighed.md";
-
-/// The variants in the table's order, by the records' names, with each edition's name.
-const VARIANTS: [(&str, &str, &str); 5] = [
-    ("full", "full, 4 heads", "完整模型，4 个头"),
-    ("gqa", "GQA, K = 2", "GQA，K = 2"),
-    ("mqa", "MQA, K = 1", "MQA，K = 1"),
-    ("swa", "SWA, W = 8", "SWA，W = 8"),
-    ("rope", "RoPE", "RoPE"),
-];
 
 /// A record's measured lines, each `key=value …`, as maps; comments (`#`) are left out.
 fn lines(record: &str) -> Vec<BTreeMap<&str, &str>> {
@@ -50,8 +43,8 @@ fn find<'a>(lines: &[BTreeMap<&str, &'a str>], fields: &[(&str, &str)], key: &st
 /// The table in `lang`'s words: for each variant, its parameters and KV bytes per token, the test
 /// loss after 3,000 steps and after the two epochs, the median training step, and the tokens per
 /// second it writes with the cache at contexts of 256 and 1,024 (one thread).
-pub fn table(lang: Lang, weighed: &str, bench: &str) -> String {
-    let (weighed, bench) = (lines(weighed), lines(bench));
+pub fn table(lang: Lang, weighed: &str, bench: &Record) -> String {
+    let weighed = lines(weighed);
     let header = match lang {
         Lang::En => {
             "| variant | parameters | KV bytes per token | test loss, 3,000 steps | test loss, two epochs | ms per training step | tokens/s with the cache, T = 256 | tokens/s, T = 1,024 |"
@@ -61,14 +54,14 @@ pub fn table(lang: Lang, weighed: &str, bench: &str) -> String {
         }
     };
     let mut out = format!("{header}\n|---|---:|---:|---:|---:|---:|---:|---:|\n");
-    for (id, en, zh) in VARIANTS {
+    for (_, arch) in variants() {
+        let id = short_name(&arch);
         let short = find(&weighed, &[("variant", id), ("steps", "3000")], "test_loss");
         let full = |key| find(&weighed, &[("variant", id), ("steps", "31368")], key);
-        let speed = |t| {
-            let at = [("variant", id), ("T", t), ("cache", "on"), ("threads", "1")];
-            find(&bench, &at, "tokens_per_s")
+        let speed = |t| match bench.find(t, id, true, 1) {
+            Some(timing) => format!("{:.1}", 1e3 / timing.ms_per_token),
+            None => "—".to_string(),
         };
-        let name = lang.pick(en, zh);
         let (params, kv, ms) = (
             full("parameters"),
             full("kv_bytes_per_token"),
@@ -76,26 +69,26 @@ pub fn table(lang: Lang, weighed: &str, bench: &str) -> String {
         );
         let _ = writeln!(
             out,
-            "| {name} | {params} | {kv} | {short} | {} | {ms} | {} | {} |",
+            "| {} | {params} | {kv} | {short} | {} | {ms} | {} | {} |",
+            variant_name(lang, id),
             full("test_loss"),
-            speed("256"),
-            speed("1024")
+            speed(256),
+            speed(1024)
         );
     }
     out
 }
 
 /// The table of each edition from the committed records.
-pub fn committed_tables() -> Vec<(String, String)> {
-    [Lang::En, Lang::ZhCn]
-        .into_iter()
-        .map(|lang| {
-            (
-                format!("{}{TABLE_FILE}", lang.dir()),
-                table(lang, WEIGHED, BENCH),
-            )
-        })
-        .collect()
+pub fn committed_tables() -> Result<Vec<(String, String)>, Error> {
+    let bench = committed_record()?;
+    let table = |lang: Lang| {
+        (
+            format!("{}{TABLE_FILE}", lang.dir()),
+            table(lang, WEIGHED, &bench),
+        )
+    };
+    Ok([Lang::En, Lang::ZhCn].into_iter().map(table).collect())
 }
 
 #[cfg(test)]
@@ -104,11 +97,11 @@ mod tests {
 
     #[test]
     fn every_cell_is_read_from_the_records() {
-        let table = table(Lang::En, WEIGHED, BENCH);
+        let table = table(Lang::En, WEIGHED, &committed_record().unwrap());
         assert!(
             !table.contains('—'),
             "a figure is missing from the records:\n{table}"
         );
-        assert_eq!(table.lines().count(), 2 + VARIANTS.len());
+        assert_eq!(table.lines().count(), 2 + variants().len());
     }
 }
