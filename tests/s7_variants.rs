@@ -27,11 +27,12 @@ fn printed() -> String {
 }
 
 /// The chapter's output blocks: the snapshot's name and the cells it holds.
-const BLOCKS: [Block; 5] = [
+const BLOCKS: [Block; 6] = [
     ("kv_memory", &["kv"]),
     ("groups", &["groups"]),
     ("band", &["band"]),
     ("rope", &["rope"]),
+    ("latent", &["latent"]),
     ("side_by_side", &["side by side"]),
 ];
 
@@ -106,6 +107,21 @@ fn gradient_of_whole_models_with_each_variant() {
         25.0,
     );
     check_whole_model(Architecture { rope: true, ..base }, 1.0);
+    for rope in [false, true] {
+        let latent = Architecture {
+            latent: Some(3),
+            rope,
+            ..base
+        };
+        check_whole_model(fullest(latent), 25.0);
+    }
+}
+
+#[test]
+fn gradient_of_concat() {
+    let a = random_tensor(&[2, 2, 3, 4], 4, 1.0); // (B, H, T, D)
+    let b = random_tensor(&[2, 2, 3, 2], 5, 1.0); // (B, H, T, R)
+    check_gradients("concat", &[a, b], |tape, ids| tape.concat(ids[0], ids[1]));
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -259,6 +275,18 @@ fn a_window_caps_the_cache_and_a_latent_replaces_it() {
         ..mha
     };
     assert_eq!(mla.bytes_per_token(), 2 * 10 * 4);
+    let arch = |rope| Architecture {
+        latent: Some(32),
+        rope,
+        ..Architecture::everything(4, 0.0)
+    };
+    let per_token = |rope| KvShape::of(&arch(rope), 2, 64, 4).bytes_per_token();
+    assert_eq!(per_token(false), 2 * 32 * 4, "the latent alone");
+    assert_eq!(
+        per_token(true),
+        2 * (32 + 8) * 4,
+        "and the rotary key, D/2 = 8 wide"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -301,6 +329,53 @@ fn the_variants_flags_train_save_and_reload() {
 }
 
 #[test]
+fn the_latent_flag_trains_saves_and_reloads() {
+    let dir = common::scratch("s7_variants", "latent");
+    let dir = dir.to_str().unwrap();
+    let flags = ["--heads", "4", "--latent", "16", "--rope", "--layer-norm"];
+    ok(&[
+        &["train", "--save", dir, "--max-steps", "5", "--quiet"][..],
+        &flags,
+    ]
+    .concat());
+    let config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(format!("{dir}/config.json")).unwrap()).unwrap();
+    assert_eq!(config["latent"], 16);
+    let saved = checkpoint::load(std::path::Path::new(dir)).unwrap();
+    let shape = |name: &str| {
+        let found = saved.weights.iter().find(|(n, _)| n == name);
+        found.map(|(_, t)| t.shape.clone())
+    };
+    assert_eq!(
+        shape("blocks.0.attn.latent.weight"),
+        Some(vec![16, 64]),
+        "W_DKV"
+    );
+    assert_eq!(
+        shape("blocks.0.attn.key.weight"),
+        Some(vec![64, 16]),
+        "W_UK reads L"
+    );
+    assert_eq!(
+        shape("blocks.1.attn.query_rope.weight"),
+        Some(vec![32, 64]),
+        "H·R"
+    );
+    assert_eq!(
+        shape("blocks.1.attn.key_rope.weight"),
+        Some(vec![8, 64]),
+        "R"
+    );
+    ok(&["eval", "--checkpoint", dir, "--quiet"]);
+    ok(&["generate", "--checkpoint", dir, "--sample-len", "20"]);
+    let msg = fails(&["train", "--resume", dir, "--latent", "8"]);
+    assert!(
+        msg.contains("--latent 8 differs from the checkpoint's 16"),
+        "{msg}"
+    );
+}
+
+#[test]
 fn bad_variant_flags_are_named_with_their_fix() {
     for (flags, expect) in [
         (
@@ -319,6 +394,20 @@ fn bad_variant_flags_are_named_with_their_fix() {
         (
             &["--rope", "--embedding-size", "63", "--heads", "3"],
             "a head is 21 wide",
+        ),
+        (&["--latent", "0"], "--latent 0 is out of range"),
+        (&["--latent", "65"], "from 1 to --embedding-size (64) wide"),
+        (
+            &["--heads", "4", "--kv-heads", "2", "--latent", "8"],
+            "--latent and --kv-heads 2 both shrink the cache",
+        ),
+        (
+            &["--heads", "32", "--latent", "8", "--rope"],
+            "make C/H a multiple of 4",
+        ),
+        (
+            &["--latent", "8", "--rope", "--attention", "exact"],
+            "drop --attention exact or --rope",
         ),
     ] {
         let msg = fails(&[&["train", "--max-steps", "1", "--quiet"][..], flags].concat());
@@ -397,6 +486,15 @@ fn cached_generation_is_recomputation_bit_for_bit() {
         Architecture {
             window: Some(3),
             kv_heads: Some(1),
+            ..full
+        },
+    ));
+    cases.push((
+        "MLA + RoPE, W = 3",
+        Architecture {
+            latent: Some(8),
+            rope: true,
+            window: Some(3),
             ..full
         },
     ));
@@ -509,6 +607,42 @@ fn cached_generation_past_128_tokens_is_recomputation_bit_for_bit() {
         .unwrap()
     };
     assert_eq!(run(true, &mut tape), run(false, &mut tape));
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Latent attention: its absorbed weights within the stated bound.
+// ---------------------------------------------------------------------------------------------------
+
+#[test]
+fn absorbed_scores_stay_within_their_bound_and_pick_the_same_characters() {
+    use attention_from_scratch::s7_variants::latent::{logit_gaps, model_on_the_line, score_gaps};
+    for (name, arch) in s7_variants::variants() {
+        if arch.latent.is_none() {
+            continue;
+        }
+        let mut tape = Tape::new();
+        let (model, ids) = model_on_the_line(&mut tape, arch);
+        let (gap, share) = score_gaps(&mut tape, &model, &ids);
+        assert!(gap > 0.0, "{name}: float32 rounds the two forms apart");
+        assert!(share <= 1.0, "{name}: a gap of {share} times its bound");
+        let (_, same, steps) = logit_gaps(&mut tape, &model, &ids);
+        assert_eq!(same, steps, "{name}");
+    }
+}
+
+#[test]
+fn a_window_keeps_w_latents_and_absorbed_steps_read_only_those() {
+    use attention_from_scratch::s7_variants::latent::{logit_gaps, model_on_the_line};
+    let arch = Architecture {
+        latent: Some(8),
+        rope: true,
+        window: Some(4),
+        ..Architecture::everything(4, 0.0)
+    };
+    let mut tape = Tape::new();
+    let (model, ids) = model_on_the_line(&mut tape, arch);
+    let (gap, same, steps) = logit_gaps(&mut tape, &model, &ids);
+    assert!(gap < 1e-3 && same == steps, "{gap}, {same} of {steps}");
 }
 
 // ---------------------------------------------------------------------------------------------------

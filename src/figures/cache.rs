@@ -198,6 +198,10 @@ pub(super) fn variant_name(lang: Lang, short: &str) -> String {
         (Lang::En, "swa") => format!("SWA, W = {}", arch.window.unwrap_or(0)),
         (Lang::ZhCn, "swa") => format!("SWA，窗口 {}", arch.window.unwrap_or(0)),
         (_, "rope") => "RoPE".to_string(),
+        (Lang::En, "mla") => format!("MLA, L = {}", arch.latent.unwrap_or(0)),
+        (Lang::ZhCn, "mla") => format!("MLA，潜向量 {} 维", arch.latent.unwrap_or(0)),
+        (Lang::En, "mla_rope") => format!("MLA + RoPE, L = {}", arch.latent.unwrap_or(0)),
+        (Lang::ZhCn, "mla_rope") => format!("MLA + RoPE，潜向量 {} 维", arch.latent.unwrap_or(0)),
         _ => short.to_string(),
     }
 }

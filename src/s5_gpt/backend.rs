@@ -92,6 +92,11 @@ pub enum Op {
         x: NodeId,
         offset: usize,
     },
+    /// Stage 7: each row of `a` followed by the same row of `b` (latent attention's rotary part).
+    Concat {
+        a: NodeId,
+        b: NodeId,
+    },
     /// Causal attention softmax(tril(Q·Kᵀ·scale, mask_value))·V as one node, with stage 3's
     /// dropout on the weights while training ([`super::flash`]).
     FlashAttention(Box<FlashNode>),
@@ -109,7 +114,7 @@ impl Op {
         match *self {
             Op::Leaf => vec![],
             Op::Embedding { table, .. } => vec![table],
-            Op::Add { a, b } | Op::MatMul { a, b } => vec![a, b],
+            Op::Add { a, b } | Op::MatMul { a, b } | Op::Concat { a, b } => vec![a, b],
             Op::Transpose { x }
             | Op::Scale { x, .. }
             | Op::Tril { x, .. }
@@ -162,6 +167,7 @@ impl Op {
             Op::RepeatKv { .. } => "repeat_kv",
             Op::Window { .. } => "window",
             Op::Rope { .. } => "rope",
+            Op::Concat { .. } => "concat",
         }
     }
 }
@@ -280,6 +286,10 @@ impl Backend for Lesson {
             Op::Rope { x, offset } => {
                 variants::rope_forward(o, &v(x).data, rows_cols(v(x)), *offset)
             }
+            Op::Concat { a, b } => {
+                let widths = (v(a).last_dim(), v(b).last_dim());
+                variants::concat_forward(o, &v(a).data, &v(b).data, widths)
+            }
         }
     }
 
@@ -341,6 +351,10 @@ impl Backend for Lesson {
             }
             (Op::Rope { x, offset }, [d_x]) => {
                 variants::rope_backward(d_x, d_out, rows_cols(v(x)), *offset)
+            }
+            (Op::Concat { a, b }, [d_a, d_b]) => {
+                let widths = (v(a).last_dim(), v(b).last_dim());
+                variants::concat_backward(d_a, d_b, d_out, widths)
             }
             (op, d) => panic!(
                 "{} has {} inputs, not {}",

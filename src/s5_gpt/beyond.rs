@@ -10,6 +10,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::flash::{AttentionForm, FlashForm};
+use super::latent::{Latent, rotary_width};
 use super::model::{FeedForward, Linear, Model, attention_scale, embedding_table};
 use super::ops::MASK_VALUE;
 use super::tape::Tape;
@@ -54,6 +55,10 @@ pub struct Architecture {
     /// angle that grows with the position.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub rope: bool,
+    /// Stage 7's multi-head latent attention: keys and values unfolded from a latent L wide, which
+    /// is all the cache keeps. `None` projects them from x.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub latent: Option<usize>,
 }
 // ANCHOR_END: architecture
 
@@ -70,6 +75,7 @@ impl Default for Architecture {
             kv_heads: None,
             window: None,
             rope: false,
+            latent: None,
         }
     }
 }
@@ -96,6 +102,20 @@ impl Architecture {
     /// K, the key/value heads: `kv_heads`, or one per query head.
     pub fn kv_heads(&self) -> usize {
         self.kv_heads.unwrap_or(self.heads)
+    }
+
+    /// The scores' scale for heads D wide: 1/√D, or 1/√(D + R) with latent attention's rotary
+    /// part beside each query and key.
+    pub fn scale(&self, d: usize) -> f32 {
+        match (self.latent, self.rope) {
+            (Some(_), true) => attention_scale(d + rotary_width(d)),
+            _ => attention_scale(d),
+        }
+    }
+
+    /// The width W_key and W_value read: the latent's L, or C.
+    pub fn key_source_width(&self, c: usize) -> usize {
+        self.latent.unwrap_or(c)
     }
 }
 
@@ -139,6 +159,8 @@ pub struct Attention {
     pub kv_heads: usize,
     pub window: Option<usize>,
     pub rope: bool,
+    /// Stage 7's latent attention: W_key and W_value read the latent c instead of x.
+    pub latent: Option<Latent>,
     /// 1/√D as a float32 (0.125 for the tutorial's D = C = 64).
     scale: f32,
     pub mask_value: f32,
@@ -229,6 +251,7 @@ impl Attention {
             kv_heads: arch.kv_heads(),
             window: arch.window,
             rope: arch.rope,
+            latent: None,
             scale: attention_scale(d),
             mask_value: arch.mask_value,
             dropout: arch.dropout,
@@ -261,6 +284,11 @@ impl Attention {
     /// The queries (B, H, T, D) and the keys and values (B, K, T, D) of the T tokens at positions
     /// `offset`.. of x (B, T, C): projected, split into heads and, with RoPE, turned.
     pub fn project(&self, tape: &mut Tape, x: NodeId, offset: usize) -> [NodeId; 3] {
+        if self.latent.is_some() {
+            let (q, kept) = self.project_kept(tape, x, offset); // stage 7: through the latent
+            let [k, v] = self.unfold(tape, &kept);
+            return [q, k, v];
+        }
         let [q, k, v] = match &self.qkv {
             Some(w) => w.map(|w| w.forward(tape, x)), // (B, T, C), (B, T, K·D) twice
             None => [x; 3],
@@ -272,6 +300,38 @@ impl Attention {
     }
 }
 // ANCHOR_END: project
+
+// ANCHOR: latent_attention
+/// Stage 7's latent attention, and what the KV cache keeps.
+impl Attention {
+    /// The queries (B, H, T, D) of the tokens at positions `offset`.. of x (B, T, C), and what the
+    /// cache keeps of them: their keys and values, or the latent (B, T, L), with latent attention's
+    /// rotary parts beside the queries and kept.
+    pub fn project_kept(&self, tape: &mut Tape, x: NodeId, offset: usize) -> (NodeId, Vec<NodeId>) {
+        let (Some(latent), Some([query, ..])) = (&self.latent, &self.qkv) else {
+            let [q, k, v] = self.project(tape, x, offset);
+            return (q, vec![k, v]);
+        };
+        let q = query.forward(tape, x); // (B, T, C)
+        let q = self.split_heads(tape, q, self.num_heads); // (B, H, T, D)
+        let q = latent.rotary_queries(tape, q, x, offset); // (B, H, T, D + R)
+        (q, latent.compress(tape, x, offset))
+    }
+
+    /// The keys and values from what the cache keeps: as they are, or unfolded from the latent by
+    /// W_key and W_value, (B, H, T, D + R) and (B, H, T, D).
+    pub fn unfold(&self, tape: &mut Tape, kept: &[NodeId]) -> [NodeId; 2] {
+        let (Some(latent), Some([_, key, value])) = (&self.latent, &self.qkv) else {
+            return [kept[0], kept[1]];
+        };
+        let [k, v] = [key, value].map(|w| {
+            let y = w.forward(tape, kept[0]); // (B, T, C)
+            self.split_heads(tape, y, self.num_heads) // (B, H, T, D)
+        });
+        [latent.rotary_keys(tape, k, kept), v]
+    }
+}
+// ANCHOR_END: latent_attention
 
 // ANCHOR: variants
 /// Stage 7's variants, each a node or two on the tape, and nothing at all when it is off.
@@ -395,7 +455,8 @@ impl Block {
                 kv_heads: arch.kv_heads(),
                 window: arch.window,
                 rope: arch.rope,
-                scale: attention_scale(d),
+                latent: None,
+                scale: arch.scale(d),
                 mask_value: arch.mask_value,
                 dropout: arch.dropout,
                 attention: arch.attention,
@@ -417,9 +478,20 @@ impl Block {
         c: usize,
         arch: Architecture,
     ) {
-        let kv = arch.kv_heads() * c / arch.heads; // K·D, C unless the heads are grouped
-        let mut linear = |n_out| Linear::new(tape, rng, c, n_out);
-        self.attn.qkv = arch.qkv.then(|| [linear(c), linear(kv), linear(kv)]);
+        let d = c / arch.heads;
+        let kv = arch.kv_heads() * d; // K·D, C unless the heads are grouped
+        let source = arch.key_source_width(c); // C, or the latent's L
+        self.attn.qkv = arch.qkv.then(|| {
+            let query = Linear::new(tape, rng, c, c);
+            [
+                query,
+                Linear::new(tape, rng, source, kv),
+                Linear::new(tape, rng, source, kv),
+            ]
+        });
+        self.attn.latent = arch
+            .latent
+            .map(|l| Latent::new(tape, rng, (c, l, d), arch.heads, arch.rope));
         if arch.layer_norm {
             self.ln1 = Some(LayerNorm::new(tape, c));
             self.ln2 = Some(LayerNorm::new(tape, c));
@@ -579,6 +651,15 @@ impl Gpt {
                 .zip(b.attn.qkv.iter().flatten())
             {
                 pair(format!("blocks.{i}.attn.{name}"), linear(w));
+            }
+            if let Some(latent) = &b.attn.latent {
+                pair(format!("blocks.{i}.attn.latent"), linear(&latent.down));
+                for (name, w) in ["query_rope", "key_rope"]
+                    .iter()
+                    .zip(latent.rotary.iter().flatten())
+                {
+                    pair(format!("blocks.{i}.attn.{name}"), linear(w));
+                }
             }
             for (name, n) in [("ln1", &b.ln1), ("ln2", &b.ln2)] {
                 if let Some(n) = n {

@@ -7,11 +7,12 @@
 //! give the cached rows other bits, and one token at a time in between ([`GptCache::extends`] says
 //! when).
 
-use super::beyond::{Attention, Gpt};
+use super::beyond::{Attention, Block, Gpt};
 use super::data::CharDataset;
 use super::error::GptError;
 use super::flash::AttentionForm;
 use super::generate::{Sampling, last_row, probabilities, sums_like_one_shorter};
+use super::latent::{Absorbed, Cached, absorb, absorbed_attention};
 use super::ops::MASK_VALUE;
 use super::ops::PAIRWISE_BLOCK;
 use super::tape::Tape;
@@ -19,41 +20,63 @@ use super::tensor::{NodeId, Tensor};
 use crate::rng::numpy::NumpyRandom;
 
 // ANCHOR: layer_cache
-/// One block's cache: for each key/value head, the keys and the values of the tokens it keeps,
-/// (L, D) each, oldest first. With a window of W it keeps the W newest.
+/// One block's cache: for each tensor the block keeps (the keys and the values, or latent
+/// attention's latent and rotary key) and each of its heads, the rows of the tokens it keeps,
+/// oldest first. With a window of W it keeps the W newest.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct LayerCache {
-    pub keys: Vec<Vec<f32>>,
-    pub values: Vec<Vec<f32>>,
-    /// The shape of one head's (L, D) matrix's new rows as the tape made them: (1, K, n, D), or
-    /// (1, n, C) for one head.
+    pub kept: Vec<Kept>,
+}
+
+/// One kept tensor: each head's rows, (L, D) as one run of values.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Kept {
+    pub heads: Vec<Vec<f32>>,
+    /// The shape of the new rows as the tape made them: (1, K, n, D), or (1, n, C) for one head.
     shape: Vec<usize>,
 }
 
-impl LayerCache {
-    /// Adds the n new rows of each head of k and v, and forgets the rows a `window` no longer
-    /// holds.
-    fn keep(&mut self, k: &Tensor, v: &Tensor, window: Option<usize>) {
-        let (heads, _, d) = k.matrices(); // (K, n, D)
-        self.keys.resize(heads, vec![]);
-        self.values.resize(heads, vec![]);
-        for (kept, new) in [(&mut self.keys, k), (&mut self.values, v)] {
-            for (rows, head) in kept
-                .iter_mut()
-                .zip(new.data.chunks_exact(new.data.len() / heads))
-            {
-                rows.extend_from_slice(head);
-                let old = rows.len() / d - window.unwrap_or(usize::MAX).min(rows.len() / d);
-                rows.drain(..old * d); // (min(L, W), D)
-            }
+impl Kept {
+    /// Adds the n new rows of each head of `new`, and forgets the rows a `window` no longer holds.
+    fn keep(&mut self, new: &Tensor, window: Option<usize>) {
+        let (heads, _, d) = new.matrices(); // (K, n, D)
+        self.heads.resize(heads, vec![]);
+        let chunks = new.data.chunks_exact(new.data.len() / heads);
+        for (rows, head) in self.heads.iter_mut().zip(chunks) {
+            rows.extend_from_slice(head);
+            let old = rows.len() / d - window.unwrap_or(usize::MAX).min(rows.len() / d);
+            rows.drain(..old * d); // (min(L, W), D)
         }
-        self.shape = k.shape.clone();
+        self.shape = new.shape.clone();
+    }
+
+    /// The rows each head keeps.
+    fn len(&self) -> usize {
+        let d = self.shape.last().copied().unwrap_or(1);
+        self.heads.first().map_or(0, |rows| rows.len() / d)
+    }
+
+    /// The kept rows as an input of the tape, (1, K, L, D), or (1, L, C).
+    fn input(&self, tape: &mut Tape) -> NodeId {
+        let mut shape = self.shape.clone();
+        let n = shape.len();
+        shape[n - 2] = self.len();
+        tape.input(Tensor::new(&shape, self.heads.concat()))
+    }
+}
+
+impl LayerCache {
+    /// Adds the new rows of each tensor in `new`, the window's newest kept.
+    fn keep(&mut self, new: &[&Tensor], window: Option<usize>) {
+        self.kept.resize(new.len(), Kept::default());
+        for (kept, new) in self.kept.iter_mut().zip(new) {
+            kept.keep(new, window);
+        }
     }
 
     /// The rows each head keeps.
     pub fn len(&self) -> usize {
-        let d = self.shape.last().copied().unwrap_or(1);
-        self.keys.first().map_or(0, |rows| rows.len() / d)
+        self.kept.first().map_or(0, Kept::len)
     }
 
     /// Whether the cache holds no row yet.
@@ -61,12 +84,9 @@ impl LayerCache {
         self.len() == 0
     }
 
-    /// The kept keys and values as inputs of the tape, (1, K, L, D) each, or (1, L, C).
-    fn inputs(&self, tape: &mut Tape) -> [NodeId; 2] {
-        let mut shape = self.shape.clone();
-        let n = shape.len();
-        shape[n - 2] = self.len();
-        [&self.keys, &self.values].map(|heads| tape.input(Tensor::new(&shape, heads.concat())))
+    /// The kept tensors as inputs of the tape.
+    fn inputs(&self, tape: &mut Tape) -> Vec<NodeId> {
+        self.kept.iter().map(|kept| kept.input(tape)).collect()
     }
 }
 // ANCHOR_END: layer_cache
@@ -83,12 +103,15 @@ impl Attention {
         cache: &mut LayerCache,
         position: usize,
     ) -> NodeId {
-        let [q, k, v] = self.project(tape, x, position); // (1, H, n, D), (1, K, n, D) twice
-        cache.keep(tape.value(k), tape.value(v), self.window);
+        let (q, kept) = self.project_kept(tape, x, position); // q (1, H, n, D), keys and values
+        let new: Vec<&Tensor> = kept.iter().map(|&y| tape.value(y)).collect();
+        cache.keep(&new, self.window);
         if position == 0 {
+            let [k, v] = self.unfold(tape, &kept); // (1, K, n, D) each
             return self.attend(tape, [q, k, v], None); // (1, n, C)
         }
-        let [k, v] = cache.inputs(tape).map(|y| self.repeat_kv(tape, y)); // (1, H, L', D)
+        let kept = cache.inputs(tape); // every token the cache keeps
+        let [k, v] = self.unfold(tape, &kept).map(|y| self.repeat_kv(tape, y)); // (1, H, L', D)
         let kt = tape.transpose(k); // (1, H, D, L')
         let scores = tape.matmul(q, kt); // (1, H, 1, L'): no future to mask
         let scores = tape.scale(scores, self.scale()); // (1, H, 1, L')
@@ -158,6 +181,77 @@ impl Gpt {
     }
 }
 // ANCHOR_END: gpt_cache
+
+// ANCHOR: forward_absorbed
+impl Gpt {
+    /// Logits (1, 1, V) of the token `id` after the `cache.len` a prefill and earlier steps have
+    /// cached, each block's latent attention reading the cached latents through `absorbed`, one
+    /// [`Absorbed`] per block ([`Gpt::absorb`]).
+    pub fn forward_absorbed(
+        &self,
+        tape: &mut Tape,
+        id: usize,
+        cache: &mut GptCache,
+        absorbed: &[Absorbed],
+    ) -> NodeId {
+        let position = cache.len;
+        let mut x = self.embed(tape, &[id], 1, position); // (1, 1, C)
+        let layers = cache.layers.iter_mut().zip(absorbed);
+        for (block, (layer, absorbed)) in self.blocks.iter().zip(layers) {
+            x = block.forward_with(tape, x, |attn, tape, h| {
+                attn.forward_absorbed(tape, h, layer, position, absorbed) // (1, 1, C)
+            });
+        }
+        cache.len += 1;
+        self.output(tape, x) // (1, 1, V)
+    }
+
+    /// Each block's latent attention with its up-projections folded away ([`absorb`]); `None`
+    /// for a model without latent attention.
+    pub fn absorb(&self, tape: &Tape) -> Option<Vec<Absorbed>> {
+        let fold = |b: &Block| {
+            let [query, key, value] = b.attn.qkv?;
+            b.attn.latent?;
+            Some(absorb(
+                tape,
+                [query, key, value, b.attn.out],
+                b.attn.num_heads,
+            ))
+        };
+        self.blocks.iter().map(fold).collect()
+    }
+}
+
+impl Attention {
+    /// [`Attention::forward_cached`]'s one-token step for latent attention, through the absorbed
+    /// weights: the token's latent (and rotary key) are kept, and its query reads the kept latents
+    /// themselves, never unfolding a key or a value. (1, 1, C) → (1, 1, C).
+    pub fn forward_absorbed(
+        &self,
+        tape: &mut Tape,
+        x: NodeId,
+        cache: &mut LayerCache,
+        position: usize,
+        absorbed: &Absorbed,
+    ) -> NodeId {
+        let latent = self
+            .latent
+            .expect("absorbed weights are latent attention's");
+        let q_r = latent.rotary_part(tape, x, position); // (1, H, 1, R), with RoPE
+        let kept = latent.compress(tape, x, position); // (1, 1, L), and (1, 1, 1, R) with RoPE
+        let new: Vec<&Tensor> = kept.iter().map(|&y| tape.value(y)).collect();
+        cache.keep(&new, self.window);
+        let q_r = q_r.map(|q| &tape.value(q).data[..]);
+        let [latents, rotary_keys] = [0, 1].map(|i| cache.kept.get(i).map(|k| &k.heads[0][..]));
+        let cached = Cached {
+            latents: latents.expect("the latents are kept"),
+            rotary: q_r.zip(rotary_keys),
+        };
+        let out = absorbed_attention(absorbed, &tape.value(x).data, cached, self.scale());
+        tape.input(Tensor::new(&[1, 1, out.len()], out)) // (1, 1, C)
+    }
+}
+// ANCHOR_END: forward_absorbed
 
 // ANCHOR: extends
 impl GptCache {

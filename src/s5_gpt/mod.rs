@@ -69,6 +69,7 @@ pub mod error;
 pub mod fast;
 pub mod flash;
 pub mod generate;
+pub mod latent;
 pub mod model;
 pub mod ops;
 pub mod optim;

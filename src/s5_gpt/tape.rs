@@ -373,6 +373,20 @@ impl Tape {
         self.apply(self.value(x).shape.clone(), Op::Rope { x, offset })
     }
 
+    /// Stage 7's `torch.cat([a, b], dim=-1)`: (…, T, A) and (…, T, B) → (…, T, A + B).
+    pub fn concat(&mut self, a: NodeId, b: NodeId) -> NodeId {
+        let (sa, sb) = (&self.value(a).shape, &self.value(b).shape);
+        let n = sa.len();
+        assert_eq!(
+            sa[..n - 1],
+            sb[..sb.len() - 1],
+            "concat joins rows of the same shape"
+        );
+        let mut shape = sa.clone();
+        shape[n - 1] += sb[sb.len() - 1];
+        self.apply(shape, Op::Concat { a, b }) // (…, T, A + B)
+    }
+
     /// Stage 3's dropout with probability `p`, its mask drawn from `rng` now (see
     /// [`super::ops::dropout_mask`]), by the backend.
     pub fn dropout(&mut self, x: NodeId, p: f64, rng: &mut NumpyRandom) -> NodeId {

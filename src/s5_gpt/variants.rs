@@ -6,6 +6,8 @@
 //! - Sliding-window attention lets a token see only the W newest keys: [`window_forward`].
 //! - Rotary positions turn each pair of a query's or key's coordinates by an angle that grows with
 //!   the position: [`rope_forward`].
+//! - Multi-head latent attention puts a rotary part beside each query and key (its decoupled RoPE,
+//!   [`super::latent`]): [`concat_forward`].
 //!
 //! None of them draws a random number, and none changes a bit of the model when it is left out.
 
@@ -106,6 +108,27 @@ pub fn rope_backward(d_x: &mut [f32], d_out: &[f32], (t, d): (usize, usize), off
 }
 // ANCHOR_END: rope
 
+// ANCHOR: concat
+/// `torch.cat([a, b], dim=-1)`: each row of a (…, A) followed by the same row of b (…, B), into
+/// (…, A + B).
+pub fn concat_forward(out: &mut [f32], a: &[f32], b: &[f32], (wa, wb): (usize, usize)) {
+    let rows = a.chunks_exact(wa).zip(b.chunks_exact(wb));
+    for (out, (a, b)) in out.chunks_exact_mut(wa + wb).zip(rows) {
+        out[..wa].copy_from_slice(a);
+        out[wa..].copy_from_slice(b);
+    }
+}
+
+/// Each part's gradient is its own columns of the output's.
+pub fn concat_backward(d_a: &mut [f32], d_b: &mut [f32], d_out: &[f32], (wa, wb): (usize, usize)) {
+    let rows = d_a.chunks_exact_mut(wa).zip(d_b.chunks_exact_mut(wb));
+    for (d_out, (d_a, d_b)) in d_out.chunks_exact(wa + wb).zip(rows) {
+        d_a.copy_from_slice(&d_out[..wa]);
+        d_b.copy_from_slice(&d_out[wa..]);
+    }
+}
+// ANCHOR_END: concat
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -119,6 +142,16 @@ mod tests {
         let mut d_x = [0.0; 4];
         repeat_kv_backward(&mut d_x, &[1.0, 1.0, 2.0, 2.0, 3.0, 0.0, 4.0, 1.0], 2, 2);
         assert_eq!(d_x, [3.0, 3.0, 7.0, 1.0]);
+    }
+
+    #[test]
+    fn concat_joins_rows_and_splits_back() {
+        let mut out = [0.0; 6];
+        concat_forward(&mut out, &[1.0, 2.0, 3.0, 4.0], &[5.0, 6.0], (2, 1));
+        assert_eq!(out, [1.0, 2.0, 5.0, 3.0, 4.0, 6.0]);
+        let (mut d_a, mut d_b) = ([0.0; 4], [0.0; 2]);
+        concat_backward(&mut d_a, &mut d_b, &out, (2, 1));
+        assert_eq!((d_a, d_b), ([1.0, 2.0, 3.0, 4.0], [5.0, 6.0]));
     }
 
     #[test]

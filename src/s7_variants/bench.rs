@@ -53,8 +53,11 @@ impl Timed {
     }
 }
 
-/// A short name for a line: `full`, `gqa`, `mqa`, `swa`, `rope`.
+/// A short name for a line: `full`, `gqa`, `mqa`, `swa`, `rope`, `mla`, `mla_rope`.
 pub fn short_name(arch: &Architecture) -> &'static str {
+    if arch.latent.is_some() {
+        return if arch.rope { "mla_rope" } else { "mla" };
+    }
     match (arch.kv_heads, arch.window, arch.rope) {
         (Some(1), ..) => "mqa",
         (Some(_), ..) => "gqa",

@@ -4,6 +4,7 @@
 
 use crate::print::{thousands, thousands_wide};
 use crate::s5_gpt::beyond::Architecture;
+use crate::s5_gpt::latent::rotary_width;
 
 // ANCHOR: kv_memory
 /// A model's attention, as far as its cache is concerned.
@@ -20,7 +21,7 @@ pub struct KvShape {
     /// W, the newest tokens a sliding window keeps, or `None` to keep them all.
     pub window: Option<usize>,
     /// L, the width of a latent that replaces the keys and values (multi-head latent attention),
-    /// or `None`.
+    /// with the rotary key kept beside it if there is one, or `None`.
     pub latent: Option<usize>,
     /// Bytes per stored value: 4 for float32, 2 for bfloat16.
     pub bytes: usize,
@@ -35,7 +36,9 @@ impl KvShape {
             kv_heads: arch.kv_heads(),
             head_dim: c / arch.heads,
             window: arch.window,
-            latent: None,
+            latent: arch
+                .latent
+                .map(|l| l + arch.rope as usize * rotary_width(c / arch.heads)),
             bytes,
         }
     }

@@ -20,6 +20,7 @@ pub mod app;
 pub mod bench;
 pub mod exercises;
 pub mod kv;
+pub mod latent;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod weigh;
 
@@ -44,6 +45,7 @@ pub fn run<W: Write>(out: &mut W) -> Result<(), Error> {
     grouped_heads(out)?;
     sliding_window(out)?;
     rotary_positions(out)?;
+    latent::print(out)?;
     side_by_side(out)?;
     Ok(())
 }
@@ -194,6 +196,21 @@ pub fn variants() -> Vec<(&'static str, Architecture)> {
             },
         ),
         ("RoPE", Architecture { rope: true, ..full }),
+        (
+            "MLA, L = 32",
+            Architecture {
+                latent: Some(32),
+                ..full
+            },
+        ),
+        (
+            "MLA + RoPE",
+            Architecture {
+                latent: Some(32),
+                rope: true,
+                ..full
+            },
+        ),
     ]
 }
 // ANCHOR_END: side_by_side_variants

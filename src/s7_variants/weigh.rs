@@ -29,6 +29,9 @@ pub fn flags(arch: &Architecture) -> String {
     if arch.rope {
         flags += " --rope";
     }
+    if let Some(l) = arch.latent {
+        flags += &format!(" --latent {l}");
+    }
     flags
 }
 

@@ -131,6 +131,10 @@ pub struct ArchitectureArgs {
     /// Rotary positions (RoPE, stage 7) on the queries and keys, in place of the position table
     #[arg(long)]
     pub rope: bool,
+    /// Multi-head latent attention (stage 7): keys and values unfolded from a latent L wide, all
+    /// the KV cache keeps; with --rope, a decoupled rotary part beside it; 1 <= L <= C
+    #[arg(long, value_name = "L")]
+    pub latent: Option<usize>,
 }
 
 /// `--attention naive|tiled|exact`: clap lists the names and refuses any other in one line.
@@ -147,7 +151,7 @@ impl ValueEnum for AttentionForm {
 impl ArchitectureArgs {
     pub fn architecture(&self) -> Architecture {
         Architecture {
-            qkv: self.qkv || self.heads.is_some(),
+            qkv: self.qkv || self.heads.is_some() || self.latent.is_some(),
             heads: self.heads.unwrap_or(1),
             residual: self.residual,
             layer_norm: self.layer_norm,
@@ -157,12 +161,13 @@ impl ArchitectureArgs {
             kv_heads: self.kv_heads,
             window: self.window,
             rope: self.rope,
+            latent: self.latent,
         }
     }
 }
 
 /// Each recipe flag: clap's id, the flag, and its value in `recipe`. A resumed run compares them.
-pub fn recipe_flags(recipe: &Recipe) -> [(&'static str, &'static str, String); 17] {
+pub fn recipe_flags(recipe: &Recipe) -> [(&'static str, &'static str, String); 18] {
     let on_off = |on: bool| if on { "on" } else { "off" }.to_string();
     let arch = &recipe.architecture;
     [
@@ -199,6 +204,11 @@ pub fn recipe_flags(recipe: &Recipe) -> [(&'static str, &'static str, String); 1
             arch.window.map_or("off".to_string(), |w| w.to_string()),
         ),
         ("rope", "--rope", on_off(arch.rope)),
+        (
+            "latent",
+            "--latent",
+            arch.latent.map_or("off".to_string(), |l| l.to_string()),
+        ),
     ]
 }
 

@@ -33,6 +33,7 @@ use crate::s5_gpt::app::error::ToolError;
 #[cfg(test)]
 use crate::s5_gpt::beyond::Architecture;
 use crate::s5_gpt::beyond::{Gpt, GptConfig};
+use crate::s5_gpt::latent::rotary_width;
 use crate::s5_gpt::tape::Tape;
 use crate::s5_gpt::tensor::Tensor;
 use crate::s5_gpt::train::{MAX_GRAD_NORM, Recipe, Trainer, WARMUP_STEPS};
@@ -349,9 +350,21 @@ fn parameter_shapes(config: GptConfig) -> Vec<(String, Vec<usize>)> {
     // What the tutorial's model leaves out, after all of its own parameters.
     for i in 0..blocks {
         if architecture.qkv {
-            let kv = architecture.kv_heads() * c / architecture.heads; // K·D
-            for (name, n_out) in [("query", c), ("key", kv), ("value", kv)] {
-                pair(format!("blocks.{i}.attn.{name}"), vec![n_out, c], n_out);
+            let d = c / architecture.heads;
+            let kv = architecture.kv_heads() * d; // K·D
+            let source = architecture.key_source_width(c); // C, or the latent's L
+            pair(format!("blocks.{i}.attn.query"), vec![c, c], c);
+            for name in ["key", "value"] {
+                pair(format!("blocks.{i}.attn.{name}"), vec![kv, source], kv);
+            }
+            if let Some(l) = architecture.latent {
+                pair(format!("blocks.{i}.attn.latent"), vec![l, c], l);
+                if architecture.rope {
+                    let r = rotary_width(d);
+                    let h = architecture.heads;
+                    pair(format!("blocks.{i}.attn.query_rope"), vec![h * r, c], h * r);
+                    pair(format!("blocks.{i}.attn.key_rope"), vec![r, c], r);
+                }
             }
         }
         if architecture.layer_norm {

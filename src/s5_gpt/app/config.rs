@@ -346,6 +346,42 @@ fn check_variants(arch: &Architecture, c: usize) -> Result<(), ToolError> {
         );
         return Err(ToolError::Config(why));
     }
+    check_latent(arch, c).map_err(ToolError::Config)
+}
+
+/// Latent attention's flags: a latent from 1 to C wide, with the projections, its own cache in
+/// place of grouped heads, and with RoPE a rotary part of pairs on the naive graph.
+fn check_latent(arch: &Architecture, c: usize) -> Result<(), String> {
+    let Some(l) = arch.latent else {
+        return Ok(());
+    };
+    let d = c / arch.heads;
+    if l == 0 || l > c {
+        return Err(format!(
+            "--latent {l} is out of range; the latent must be from 1 to --embedding-size ({c}) wide"
+        ));
+    }
+    if !arch.qkv {
+        return Err("--latent unfolds keys and values with W_key and W_value; add --qkv".into());
+    }
+    if arch.kv_heads() != arch.heads {
+        let k = arch.kv_heads();
+        return Err(format!(
+            "--latent and --kv-heads {k} both shrink the cache; use one of them"
+        ));
+    }
+    if arch.rope && !d.is_multiple_of(4) {
+        let h = arch.heads;
+        return Err(format!(
+            "--latent with --rope turns pairs of a rotary part D/2 wide, but a head is {d} wide (--embedding-size {c} / --heads {h}); make C/H a multiple of 4"
+        ));
+    }
+    if arch.rope && !arch.attention.is_naive() {
+        let form = arch.attention.name();
+        return Err(format!(
+            "--latent with --rope gives queries and keys wider than the values, which the FlashAttention node does not take; drop --attention {form} or --rope"
+        ));
+    }
     Ok(())
 }
 
