@@ -2,8 +2,10 @@
 //! head reads as K shrinks from H to 1 (`s7_gqa.svg`), the causal mask beside the sliding window's
 //! band (`s7_window.svg`), the turns of rotary positions, pair by pair (`s7_rope.svg`), the KV
 //! cache of rasbt's examples (`s7_kv_memory.svg`), and the scores the cached model computes, the
-//! prefill then one step, with and without a window (`s7_cache_steps.svg`).
+//! prefill then one step, with and without a window (`s7_cache_steps.svg`), and what one token leaves
+//! in each layer's cache for each of the chapter's variants (`s7_latent.svg`).
 
+use super::cache::variant_name as variant_name_of;
 use super::colours::{MASKED, blue};
 use super::draw::{
     BLUE, GREEN, GREY, ORANGE, PURPLE, RED, Tag, arrow, bar, bold, dot, footer, frame,
@@ -11,9 +13,14 @@ use super::draw::{
 };
 use super::{Figure, finish};
 use crate::lang::Lang;
+use crate::s5_gpt::beyond::Architecture;
+use crate::s5_gpt::latent::rotary_width;
 use crate::s5_gpt::ops::{MASK_VALUE, tril_forward};
 use crate::s5_gpt::variants::{rope_angles, window_forward};
-use crate::s7_variants::{KvShape, gigabytes, kv_head_of_each_query_head, rasbt_examples};
+use crate::s7_variants::bench::short_name;
+use crate::s7_variants::{
+    KvShape, gigabytes, kv_head_of_each_query_head, rasbt_examples, variants,
+};
 
 /// H, the query heads of the grouped-query picture: the chapter's 4.
 const QUERY_HEADS: usize = 4;
@@ -745,6 +752,113 @@ fn cache_steps(lang: Lang) -> Figure {
     finish(lang, "s7_cache_steps.svg", svg)
 }
 
+/// The chapter's model's width and layers, whose variants the latent picture compares.
+const CHAPTER_MODEL: (usize, usize) = (64, 2);
+/// The latent picture's strip: its left edge, and its length per number kept.
+const STRIP: (f64, f64) = (250.0, 3.0);
+/// The latent picture's rows: the top of the first, and the height of each.
+const STRIP_ROWS: (f64, f64) = (96.0, 44.0);
+
+/// What one token leaves in one layer's cache for `arch` at width `c`, part by part: the keys and
+/// the values (K·D each), or the latent (L) and the rotary key (R), each with its colour and name.
+fn cache_parts(
+    lang: Lang,
+    arch: &Architecture,
+    c: usize,
+) -> Vec<(usize, &'static str, &'static str)> {
+    let d = c / arch.heads;
+    match arch.latent {
+        Some(l) => {
+            let mut parts = vec![(l, GREEN, lang.pick("latent c", "潜向量 c"))];
+            if arch.rope {
+                parts.push((rotary_width(d), PURPLE, lang.pick("rotary key", "旋转键")));
+            }
+            parts
+        }
+        None => {
+            let kd = arch.kv_heads() * d;
+            vec![
+                (kd, BLUE, lang.pick("keys", "键")),
+                (kd, ORANGE, lang.pick("values", "值")),
+            ]
+        }
+    }
+}
+
+/// One row of the latent picture: the variant's name, its parts as one strip, and what a token
+/// costs in all layers (`KvShape::bytes_per_token`).
+fn cache_strip(svg: &mut String, lang: Lang, r: usize, arch: &Architecture) {
+    let (c, layers) = CHAPTER_MODEL;
+    let y = STRIP_ROWS.0 + STRIP_ROWS.1 * r as f64;
+    let name = variant_name_of(lang, short_name(arch));
+    text(svg, (STRIP.0 - 12.0, y + 19.0), "end", 13, "black", &name);
+    let mut x = STRIP.0;
+    let parts = cache_parts(lang, arch, c);
+    for &(n, colour, _) in &parts {
+        let length = STRIP.1 * n as f64;
+        rect(svg, (x, y), (length, 28.0), colour, "white");
+        text(
+            svg,
+            (x + length / 2.0, y + 19.0),
+            "middle",
+            12,
+            "white",
+            &n.to_string(),
+        );
+        x += length;
+    }
+    let numbers: usize = parts.iter().map(|p| p.0).sum();
+    let bytes = KvShape::of(arch, layers, c, 4).bytes_per_token();
+    let words = match lang {
+        Lang::En => format!(
+            "{numbers} numbers · {} bytes a token",
+            thousands(bytes as usize)
+        ),
+        Lang::ZhCn => format!(
+            "{numbers} 个数 · 每个词元 {} 字节",
+            thousands(bytes as usize)
+        ),
+    };
+    text(svg, (x + 10.0, y + 19.0), "start", 12, GREY, &words);
+}
+
+/// `s7_latent.svg`: what one token leaves in one layer's cache for each of the chapter's variants,
+/// one strip each, its length the numbers kept: keys and values for multi-head attention, fewer for
+/// grouped and multi-query, the same for a window and RoPE (a window keeps fewer tokens, not fewer
+/// numbers), a latent for MLA and the rotary key beside it with RoPE.
+fn latent_cache(lang: Lang) -> Figure {
+    let chapter = variants();
+    let size = (
+        900.0,
+        STRIP_ROWS.0 + STRIP_ROWS.1 * chapter.len() as f64 + 56.0,
+    );
+    let title = lang.pick(
+        "Stage 7: what one token leaves in each layer's cache",
+        "第 7 阶段：一个词元在每层缓存中留下什么",
+    );
+    let mut svg = open_svg(lang, size.0, size.1, title);
+    let legend = [
+        (BLUE, lang.pick("keys, K·D", "键，K·D")),
+        (ORANGE, lang.pick("values, K·D", "值，K·D")),
+        (GREEN, lang.pick("latent c, L", "潜向量 c，L")),
+        (PURPLE, lang.pick("rotary key, R = D/2", "旋转键，R = D/2")),
+    ];
+    for (i, (colour, words)) in legend.iter().enumerate() {
+        let x = STRIP.0 + 150.0 * i as f64;
+        rect(&mut svg, (x, 52.0), (14.0, 14.0), colour, "none");
+        legend_label(&mut svg, (x + 14.0, 64.0), words);
+    }
+    for (r, (_, arch)) in chapter.iter().enumerate() {
+        cache_strip(&mut svg, lang, r, arch);
+    }
+    let words = lang.pick(
+        "the chapter's model: width 64, 4 heads of D = 16, 2 layers, float32 (KvShape::bytes_per_token); a window keeps W tokens, not fewer numbers",
+        "本章的模型：宽 64，4 个 D = 16 的头，2 层，float32（KvShape::bytes_per_token）；窗口只保留 W 个词元，每个词元的数并不少",
+    );
+    footer(&mut svg, size, words);
+    finish(lang, "s7_latent.svg", svg)
+}
+
 /// This stage's pictures in `lang`'s words.
 pub fn figures(lang: Lang) -> Vec<Figure> {
     vec![
@@ -753,6 +867,7 @@ pub fn figures(lang: Lang) -> Vec<Figure> {
         rope(lang),
         kv_memory(lang),
         cache_steps(lang),
+        latent_cache(lang),
     ]
 }
 
