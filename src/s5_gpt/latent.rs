@@ -279,11 +279,11 @@ pub fn absorbed_attention(absorbed: &Absorbed, x: &[f32], cached: Cached, scale:
 // ANCHOR_END: absorbed_attention
 
 // ANCHOR: score_bound
-/// How far the absorbed and the unfolded forms of one score may part in float32: each computes
-/// the same real sum of products, x̂ᵀ·Q̂_hᵀ·K̂_h·ĉ + q_r·k_r, and each product of n factors' rounding
-/// errors is at most γ_n = n·u/(1 − n·u) times the sum taken with every number made positive
-/// (Higham, *Accuracy and Stability of Numerical Algorithms*, §3.1 and §3.5), u = 2⁻²⁴. n counts
-/// the roundings along the longest chain: C + 1, D + R and L + 1 terms, and the fold's one.
+/// How far the absorbed and the unfolded forms of one score may part in float32. Each computes the
+/// same real sum of products, x̂ᵀ·Q̂ᵀ·K̂·ĉ + q_r·k_r, and a sum of products of n factors is off
+/// by at most γ_n = n·u/(1 − n·u) times the same sum with every number made positive (Higham,
+/// *Accuracy and Stability of Numerical Algorithms*, §3.1 and §3.5), u = 2⁻²⁴. n counts the
+/// roundings along the longest chain: C + 1, D + R and L + 1 terms, and the fold's one.
 pub fn score_bound(abs_sum: f64, (c, d, r, l): (usize, usize, usize, usize)) -> f64 {
     let n = (c + 1 + d + r + l + 1 + 1) as f64;
     let u = f64::from(f32::EPSILON) / 2.0; // 2⁻²⁴
