@@ -469,8 +469,9 @@ impl Block {
         }
     }
 
-    /// What the tutorial's block leaves out: W_query, W_key and W_value, drawn in that order, and
-    /// `ln_1` and `ln_2`, which draw nothing.
+    /// What the tutorial's block leaves out: W_query, W_key and W_value, drawn in that order (W_key
+    /// and W_value read the latent with latent attention, whose own layers come next), and `ln_1`
+    /// and `ln_2`, which draw nothing.
     fn add_the_rest(
         &mut self,
         tape: &mut Tape,
@@ -573,8 +574,8 @@ impl Gpt {
     /// Builds the parameters on `tape`, drawing from `rng` in the tutorial's constructor order:
     /// token table, position table, per block attention-out, ff-in and ff-out weights, then the
     /// output weight (84,096 normals for the tutorial's sizes). What the tutorial leaves out comes
-    /// after all of that, so its weights stay the same: per block W_query, W_key, W_value, `ln_1`
-    /// and `ln_2`, then `ln_f`.
+    /// after all of that, so its weights stay the same: per block W_query, W_key, W_value (with
+    /// latent attention, W_DKV and the rotary layers after them), `ln_1` and `ln_2`, then `ln_f`.
     pub fn new(tape: &mut Tape, rng: &mut NumpyRandom, config: GptConfig) -> Self {
         let GptConfig {
             vocab_size: v,

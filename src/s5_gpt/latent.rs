@@ -10,7 +10,7 @@
 //! every head and cached beside c.
 //!
 //! [`absorb`] folds W_key into W_query and W_value into the output layer, so that a query reads
-//! the cached latents directly ([`absorbed_step`]); the reals give the same scores, float32 gives
+//! the cached latents directly ([`absorbed_attention`]); the reals give the same scores, float32 gives
 //! them within [`score_bound`].
 
 use super::model::Linear;

@@ -1,7 +1,7 @@
 //! Stage 7: attention in today's LLMs. Not in rasbt's chapter 3: the stage follows rasbt's bonus
 //! material (`ch04/03_kv-cache`, `ch04/04_gqa`, `ch04/05_mla`, `ch04/06_swa`, and RoPE in
 //! `ch05/07_gpt_to_llama`) and builds each variant on stage 5's tape, as flags of the sequel's
-//! model ([`Architecture`]): `kv_heads`, `window` and `rope`.
+//! model ([`Architecture`]): `kv_heads`, `window`, `rope` and `latent`.
 //!
 //! 1. [`kv`]: what a KV cache holds per token and in all, for each variant: rasbt's estimators'
 //!    formula and figures.
@@ -10,7 +10,9 @@
 //! 3. Sliding-window attention: the band mask ([`crate::s5_gpt::variants::window_forward`]).
 //! 4. Rotary positions: pairs of coordinates turned by the position
 //!    ([`crate::s5_gpt::variants::rope_forward`]).
-//! 5. The variants side by side on the sequel's fullest model: parameters, cache, loss.
+//! 5. Multi-head latent attention: keys and values unfolded from a latent, and the weights folded
+//!    so that a step reads the latents directly ([`latent`], [`crate::s5_gpt::latent`]).
+//! 6. The variants side by side on the sequel's fullest model: parameters, cache, loss.
 //!
 //! [`exercises`] holds the solutions of the chapter's exercises.
 //!
@@ -38,8 +40,8 @@ use crate::s5_gpt::variants::{repeat_kv_forward, rope_angles, rope_forward, wind
 
 pub use kv::{KvShape, gigabytes, rasbt_examples};
 
-/// Prints the chapter's outputs: the cache's memory, the groups, the band, the rotation, and the
-/// variants side by side.
+/// Prints the chapter's outputs: the cache's memory, the groups, the band, the rotation, the
+/// latent's absorbed weights, and the variants side by side.
 pub fn run<W: Write>(out: &mut W) -> Result<(), Error> {
     kv_memory(out)?;
     grouped_heads(out)?;
