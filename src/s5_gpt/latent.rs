@@ -143,47 +143,31 @@ pub fn absorb(tape: &Tape, layers: [Linear; 4], heads: usize) -> Absorbed {
     fold(tape, layers, heads, |w| w)
 }
 
-/// [`absorb`] with every weight made positive: the scores it gives for |x| and |c| are the sums
-/// [`score_bound`] scales.
-pub fn absorb_magnitudes(tape: &Tape, layers: [Linear; 4], heads: usize) -> Absorbed {
-    fold(tape, layers, heads, f64::abs)
-}
-
-// ANCHOR_END: absorb
-
 /// [`absorb`], each weight passed through `each` first.
 fn fold(tape: &Tape, layers: [Linear; 4], heads: usize, each: fn(f64) -> f64) -> Absorbed {
-    let [query, key, value, out] = layers;
-    let [q_hat, k_hat, v_hat] = [query, key, value].map(|w| with_bias(tape, w, each)); // (H·D, in + 1)
-    let w_out = tape.value(out.weight); // (C, H·D)
-    let (c, width) = (w_out.shape[0], w_out.shape[1]);
+    let [q_hat, k_hat, v_hat, out] = layers.map(|w| with_bias(tape, w, each)); // (out, in + 1)
+    let width = out[0].len() - 1; // H·D, the output layer's input
     let d = width / heads;
     let mut absorbed = Absorbed {
         scores: vec![],
         outputs: vec![],
-        bias: tape
-            .value(out.bias)
-            .data
-            .iter()
-            .map(|&b| each(f64::from(b)) as f32)
-            .collect(),
+        bias: out.iter().map(|row| row[width] as f32).collect(), // (C)
     };
     for h in 0..heads {
-        let rows = || h * d..(h + 1) * d; // head h's rows of W_query, W_key and W_value
-        let q_h: Vec<Vec<f64>> = rows().map(|r| q_hat[r].clone()).collect(); // (D, C + 1)
-        let k_h: Vec<Vec<f64>> = rows().map(|r| k_hat[r].clone()).collect(); // (D, L + 1)
-        let v_h: Vec<Vec<f64>> = rows().map(|r| v_hat[r].clone()).collect(); // (D, L + 1)
-        let w_out_h: Vec<Vec<f64>> = (0..c)
-            .map(|o| {
-                rows()
-                    .map(|r| each(f64::from(w_out.data[o * width + r])))
-                    .collect()
-            })
-            .collect(); // (C, D)
-        absorbed.scores.push(transposed_product(&q_h, &k_h));
-        absorbed.outputs.push(product(&w_out_h, &v_h));
+        let rows = h * d..(h + 1) * d; // head h's rows of W_query, W_key and W_value
+        let [q_h, k_h, v_h] = [&q_hat, &k_hat, &v_hat].map(|w| &w[rows.clone()]); // (D, in + 1)
+        let w_out_h: Vec<Vec<f64>> = out.iter().map(|row| row[rows.clone()].to_vec()).collect();
+        absorbed.scores.push(transposed_product(q_h, k_h)); // (C + 1, L + 1)
+        absorbed.outputs.push(product(&w_out_h, v_h)); // (C, L + 1)
     }
     absorbed
+}
+// ANCHOR_END: absorb
+
+/// [`absorb`] with every weight made positive: the scores it gives for |x| and |c| are the sums
+/// [`score_bound`] scales.
+pub fn absorb_magnitudes(tape: &Tape, layers: [Linear; 4], heads: usize) -> Absorbed {
+    fold(tape, layers, heads, f64::abs)
 }
 
 /// A layer's weight (out, in) with its bias as one more column, (out, in + 1), in float64.
