@@ -338,9 +338,24 @@ impl Product<'_> {
     }
 
     /// [`Product::piece`]'s loops for the tile `K`, as plain code (the tests run them without AVX2
-    /// or AVX-512 too).
+    /// or AVX-512 too): the piece's rows in bands ([`row_bands`]), each band through every block
+    /// of k in order.
     #[inline(always)]
     fn blocks<K: Kernel>(
+        &self,
+        out: Out,
+        rows: Range<usize>,
+        panels: Range<usize>,
+        packed: &mut Vec<f32>,
+    ) {
+        for band in row_bands(rows, K::MR, K::NR) {
+            self.band::<K>(out, band, panels.clone(), packed);
+        }
+    }
+
+    /// One band of rows of [`Product::blocks`].
+    #[inline(always)]
+    fn band<K: Kernel>(
         &self,
         out: Out,
         rows: Range<usize>,
@@ -555,6 +570,18 @@ struct At {
 #[inline(always)]
 fn tile_rows(left: usize, mr: usize) -> usize {
     left.div_ceil(left.div_ceil(mr))
+}
+
+/// `rows` cut into bands of at most [`A_BLOCK`] / ([`PANEL`] / `nr`) rows, a multiple of `mr`: as
+/// many rows as keep a block of k as long as a panel allows ([`k_block`]). Without them a piece of
+/// many rows (one thread's whole product, 8,192 rows at stage 6's module shapes) would take blocks
+/// of 16 terms, and read and write all of its C, far larger than the cache, once per block. Each
+/// element of C still takes the blocks of k in order, each block's terms in order.
+fn row_bands(rows: Range<usize>, mr: usize, nr: usize) -> impl Iterator<Item = Range<usize>> {
+    let most = (A_BLOCK / (PANEL / nr) / mr).max(1) * mr;
+    let end = rows.end;
+    rows.step_by(most)
+        .map(move |start| start..end.min(start + most))
 }
 
 /// The length of a block of k for a piece of `rows` rows and panels `nr` wide: a panel at most
@@ -883,6 +910,7 @@ mod tests {
             (25, 129, 47),
             (12, 257, 32),
             (768, 128, 512),
+            (1700, 300, 40), // several bands of rows (`row_bands`), the last one short
         ] {
             let (a, b, bias) = (values(m * k, 1), values(k * n, 2), values(n, 3));
             let mut want = vec![0.0; m * n];
