@@ -8,13 +8,14 @@
 //! * **scores** (`dots`): lane r of key j holds `fma(q[r][D−1], k[j][D−1], … fma(q[r][0],
 //!   k[j][0], 0))`, the lesson's `dot`, with the sixteen rows of Q transposed into D vectors so
 //!   that each step over d is one vector of queries times one broadcast key value, for sixteen keys
-//!   at once (K transposed, so that those sixteen values are adjacent; with AVX-512 the sixteen
-//!   sums stay in registers, written with the CPU's own fused multiply-add intrinsics). Then ×
-//!   scale, or the mask's value where j > i, chosen per lane.
+//!   at once (K transposed in panels of sixteen keys, so that those sixteen values are adjacent and
+//!   a group's D steps one run of memory; with AVX-512 the sixteen sums stay in registers, written
+//!   with the CPU's own fused multiply-add intrinsics). Then × scale, or the mask's value where
+//!   j > i, chosen per lane.
 //! * **softmax statistics**: per lane the running maximum folded over the tile's keys in order,
-//!   `expf` from [`super::kernels::expf`] (the library's own call where it does not cover, 0 where
-//!   the library gives exactly 0), the sum `sum += p` over the keys in order: the lanes are the rows,
-//!   so each row keeps its sequential order for free.
+//!   `expf` from [`super::kernels::expf_non_positive`] (the library's own call where it does not
+//!   cover, 0 where the library gives exactly 0), the sum `sum += p` over the keys in order: the
+//!   lanes are the rows, so each row keeps its sequential order for free.
 //! * **products with V, K, Q or dO** (`rows_times`, `keys_times`): four rows by up to 64
 //!   columns of outputs held in registers while the contraction runs, each output getting its
 //!   terms by one fused multiply-add each, in the lesson's order: O\[i\] and dQ\[i\] over the keys
@@ -96,17 +97,53 @@ fn padded(x: &[f32], c: Causal, dp: usize) -> Vec<f32> {
     out
 }
 
-/// A (T, D) matrix transposed, (D, T + L), zeros after T: a group of sixteen keys from any key
-/// is sixteen consecutive values of each row.
-fn transposed(x: &[f32], c: Causal) -> Vec<f32> {
-    let tp = c.t + L;
-    let mut out = vec![0.0; c.d * tp];
-    for (j, x) in x.chunks_exact(c.d).enumerate() {
-        for (p, &x) in x.iter().enumerate() {
-            out[p * tp + j] = x;
+/// A (T, D) matrix transposed in panels of [`L`] rows (keys): panel n holds keys nL to nL + L − 1
+/// as a (D, L) matrix, so that the [`dots`] kernel reads a group of sixteen keys as D·L
+/// consecutive values. Kᵀ whole, its D rows T apart, would put each of a group's D rows in a page
+/// of its own at long lengths, a stride the hardware neither prefetches nor keeps in its page
+/// table's cache. Zeros after T, and one panel of them more, so that a group of sixteen keys that
+/// runs past the last one reads zeros.
+#[derive(Clone, Default)]
+struct Panels {
+    data: Vec<f32>,
+    d: usize,
+}
+
+impl Panels {
+    fn new(x: &[f32], c: Causal) -> Self {
+        let mut data = vec![0.0; panels_len(c.t, c.d)];
+        for (j, x) in x.chunks_exact(c.d).enumerate() {
+            let panel = &mut data[j / L * L * c.d..][..L * c.d];
+            for (p, &x) in x.iter().enumerate() {
+                panel[p * L + j % L] = x;
+            }
         }
+        Panels { data, d: c.d }
     }
-    out
+
+    /// Keys `first` to `first` + L − 1 as a (D, L) matrix: a panel itself when `first` starts one
+    /// (wherever the tiles start at multiples of L), else those keys of the two panels it straddles
+    /// copied into `group` (D, L).
+    #[inline(always)]
+    fn group<'a>(&'a self, first: usize, group: &'a mut [f32]) -> &'a [f32] {
+        let (n, shift, size) = (first / L, first % L, L * self.d);
+        let panel = &self.data[n * size..][..size];
+        if shift == 0 {
+            return panel;
+        }
+        let next = &self.data[(n + 1) * size..][..size];
+        let rows = panel.chunks_exact(L).zip(next.chunks_exact(L));
+        for (row, (this, next)) in group.chunks_exact_mut(L).zip(rows) {
+            row[..L - shift].copy_from_slice(&this[shift..]);
+            row[L - shift..].copy_from_slice(&next[..shift]);
+        }
+        group
+    }
+}
+
+/// Floats of the [`Panels`] of a (T, D) matrix: ⌈T / L⌉ panels and one of zeros, L·D each.
+fn panels_len(t: usize, d: usize) -> usize {
+    (t.div_ceil(L) + 1) * L * d
 }
 
 /// D rounded up to a multiple of [`L`].
@@ -120,13 +157,13 @@ fn groups(range: Range<usize>, size: usize) -> impl Iterator<Item = Range<usize>
     range.step_by(size).map(move |s| s..end.min(s + size))
 }
 
-/// Bytes of K and V that the forward pass packs at a time ([`transposed`], [`padded`]): at length
+/// Bytes of K and V that the forward pass packs at a time ([`Panels`], [`padded`]): at length
 /// a batch is one matrix, so the packed copies stay a few MiB, however many heads there are.
 const PACK_BUDGET: usize = 4 << 20;
 
 /// Matrices per batch of the forward pass: as many as [`PACK_BUDGET`] holds, at least one.
 fn batch_matrices(c: Causal, matrices: usize) -> usize {
-    let per_matrix = 2 * (c.t + L) * padded_width(c.d) * F32;
+    let per_matrix = (panels_len(c.t, c.d) + (c.t + L) * padded_width(c.d)) * F32;
     (PACK_BUDGET / per_matrix).clamp(1, matrices.max(1))
 }
 
@@ -163,22 +200,17 @@ fn forward_batch(
     tiles: Tiles,
 ) {
     let (n, dp) = (c.t * c.d, padded_width(c.d));
-    let mut packed: Vec<[Vec<f32>; 2]> = vec![[vec![], vec![]]; out.len() / n];
+    let mut packed: Vec<(Panels, Vec<f32>)> = vec![Default::default(); out.len() / n];
     let matrices = packed
         .iter_mut()
         .zip(k.chunks_exact(n).zip(v.chunks_exact(n)));
     team::for_each(matrices, |(kv, (k, v))| {
-        *kv = [transposed(k, c), padded(v, c, dp)]
+        *kv = (Panels::new(k, c), padded(v, c, dp))
     });
     let mut pieces: Vec<(usize, Piece)> = vec![];
     let outputs = out.chunks_exact_mut(n).zip(lse.chunks_exact_mut(c.t));
-    for (((out, lse), q), [k, v]) in outputs.zip(q.chunks_exact(n)).zip(&packed) {
-        let keys = Keys {
-            kt: k,
-            v,
-            dp,
-            tp: c.t + L,
-        };
+    for (((out, lse), q), (kt, v)) in outputs.zip(q.chunks_exact(n)).zip(&packed) {
+        let keys = Keys { kt, v, dp };
         let outputs = out.chunks_mut(tiles.br * c.d).zip(lse.chunks_mut(tiles.br));
         let mut blocks: Vec<_> = tiles.query_blocks(c.t).zip(outputs).collect();
         while !blocks.is_empty() {
@@ -207,9 +239,10 @@ const RANGE: usize = std::mem::size_of::<Range<usize>>() / F32;
 /// The most memory these kernels allocate while they run, beyond the node's inputs, output, saved
 /// log-sum-exp and gradients, for `matrices` (T, D) matrices on `threads` threads: in the forward
 /// pass a batch's packed K and V plus each thread's query blocks (m, ℓ, O and Q transposed of each,
-/// its list of key tiles, a tile of scores and one of weights); in the backward pass each thread's
-/// matrix (Kᵀ and Vᵀ, D_i, each block's future keys, and the copies that D and T call for) and its
-/// block's rows and list of tiles. Read off the allocations above; `s6_flash --bench` prints it.
+/// its list of key tiles, a tile of scores and one of weights, a group of keys); in the backward
+/// pass each thread's matrix (K and V in panels, D_i, each block's future keys, and the copies that
+/// D and T call for) and its block's rows, list of tiles and group of keys. Read off the
+/// allocations above; `s6_flash --bench` prints it.
 pub fn workspace_bytes(
     (t, d): (usize, usize),
     matrices: usize,
@@ -221,24 +254,23 @@ pub fn workspace_bytes(
     let bcp = tiles.bc.div_ceil(L) * L;
     let tile_lists = t.div_ceil(tiles.bc) * RANGE;
     let per_block = 2 * rows + rows * dp + rows * d + tile_lists;
-    let per_piece = blocks_per_piece(tiles) * per_block + 2 * bcp * L;
-    let forward = batch_matrices(c, matrices) * 2 * tp * dp + threads * per_piece;
+    let per_piece = blocks_per_piece(tiles) * per_block + 2 * bcp * L + d * L;
+    let packed = panels_len(t, d) + tp * dp;
+    let forward = batch_matrices(c, matrices) * packed + threads * per_piece;
     // Q, K and dO are copied, and dV, dK and dQ added up apart, only where D is not a multiple
     // of L (dQ also where T or Br is not); see `rows_dp` and `GradRows`.
     let whole_groups = t.is_multiple_of(L) && tiles.br.is_multiple_of(L);
     let copies = if d == dp { 0 } else { 5 } + usize::from(!(d == dp && whole_groups));
-    let per_matrix = 2 * d * tp + t + copies * tp * dp + t.div_ceil(tiles.br) * 2 * RANGE;
-    let per_block = rows * (2 * d + 2 * bcp) + bcp * L + tile_lists;
+    let per_matrix = 2 * panels_len(t, d) + t + copies * tp * dp + t.div_ceil(tiles.br) * 2 * RANGE;
+    let per_block = rows * (2 * d + 2 * bcp) + bcp * L + d * L + tile_lists;
     let back = threads.min(matrices.max(1)) * (per_matrix + per_block);
     F32 * if backward { forward.max(back) } else { forward }
 }
 
-/// One matrix's K, transposed ([`transposed`]), and V, padded ([`padded`]), for the forward pass.
+/// One matrix's K, in panels ([`Panels`]), and V, padded ([`padded`]), for the forward pass.
 #[derive(Clone, Copy)]
 struct Keys<'a> {
-    /// Kᵀ, (D, T + L).
-    kt: &'a [f32],
-    tp: usize,
+    kt: &'a Panels,
     v: &'a [f32],
     dp: usize,
 }
@@ -319,13 +351,18 @@ fn forward_blocks(
         .iter()
         .map(|(rows, _)| Block::new(rows.clone(), q, kv.dp, c, tiles))
         .collect();
-    let mut s = vec![[0.0; L]; 2 * tiles.bc.div_ceil(L) * L]; // (2, Bc, L)
-    run_tiles(&mut work, kv, &mut s, c);
+    let bcp = tiles.bc.div_ceil(L) * L;
+    let mut buffers = TileBuffers {
+        s: vec![[0.0; L]; bcp],
+        p: vec![[0.0; L]; bcp],
+        group: vec![0.0; c.d * L],
+    };
+    run_tiles(&mut work, kv, &mut buffers, c);
     for b in &mut work {
         let future = masked_keys(&b.rows, &b.state.m[..b.rows.len()], c);
         b.tiles = key_tiles(future, tiles.bc).collect();
     }
-    run_tiles(&mut work, kv, &mut s, c);
+    run_tiles(&mut work, kv, &mut buffers, c);
     for (b, (_, out)) in work.iter().zip(blocks) {
         b.finish(out, kv.dp, c.d);
     }
@@ -334,17 +371,23 @@ fn forward_blocks(
 /// Each block through its key tiles in order, every block's k-th tile before any block's next:
 /// the blocks' k-th tiles are the same keys (but where a block's rows end), so each tile is read
 /// from memory once for all of them. Each tile goes through every row group of a block; the groups'
-/// states are independent, and each row still takes its block's tiles in the lesson's order. `s`
-/// holds a tile of scores and one of weights.
+/// states are independent, and each row still takes its block's tiles in the lesson's order.
 #[inline(always)]
-fn run_tiles(work: &mut [Block], kv: Keys, s: &mut [Lanes], c: Causal) {
+fn run_tiles(work: &mut [Block], kv: Keys, buffers: &mut TileBuffers, c: Causal) {
     let most = work.iter().map(|b| b.tiles.len()).max().unwrap_or(0);
     for k in 0..most {
         for b in work.iter_mut() {
             let Some(keys) = b.tiles.get(k) else { continue };
             for (g, group) in groups(b.rows.clone(), L).enumerate() {
                 let qt = &b.qt[g * c.d..][..c.d];
-                fold(&mut b.state, g, (&group, keys.clone()), (qt, kv), s, c);
+                fold(
+                    &mut b.state,
+                    g,
+                    (&group, keys.clone()),
+                    (qt, kv),
+                    buffers,
+                    c,
+                );
             }
         }
     }
@@ -364,15 +407,23 @@ fn transpose_group(xt: &mut [Lanes], x: &[f32], group: &Range<usize>, d: usize) 
     }
 }
 
+/// A piece's buffers for the tile in hand: a row group's scores and weights (Bc, L), and a group
+/// of keys (D, L) where one straddles two panels ([`Panels::group`]).
+struct TileBuffers {
+    s: Vec<Lanes>,
+    p: Vec<Lanes>,
+    group: Vec<f32>,
+}
+
 /// The scores of a row group against key tile `keys`, into `s` (Bc, L): per lane (row i) and key
 /// j, the lesson's `Causal::score`: `dot(q_i, k_j) × scale`, or the mask's value where j > i.
+/// `buffer` (D, L) holds a group of keys that straddles two panels.
 #[inline(always)]
 fn score_tile(
     s: &mut [Lanes],
     qt: &[Lanes],
-    kt: &[f32],
+    (kt, buffer): (&Panels, &mut [f32]),
     (group, keys): (&Range<usize>, &Range<usize>),
-    tp: usize,
     (scale, mask): (f32, f32),
 ) {
     for (g, s) in s[..keys.len().div_ceil(L) * L]
@@ -386,7 +437,7 @@ fn score_tile(
             scale,
             mask,
         };
-        dots::<L>(s, qt, &kt[first..], tp, Some(scores));
+        dots(s, qt, kt.group(first, buffer), Some(scores));
     }
 }
 
@@ -400,20 +451,21 @@ fn fold(
     g: usize,
     (group, keys): (&Range<usize>, Range<usize>),
     (qt, kv): (&[Lanes], Keys),
-    s: &mut [Lanes],
+    buffers: &mut TileBuffers,
     c: Causal,
 ) {
     let (nk, dp) = (keys.len(), kv.dp);
-    let (s, p) = s.split_at_mut(s.len() / 2);
-    score_tile(s, qt, kv.kt, (group, &keys), kv.tp, (c.scale, c.mask_value));
+    let (s, p) = (&mut buffers.s, &mut buffers.p);
+    let kt = (kv.kt, &mut buffers.group[..]);
+    score_tile(s, qt, kt, (group, &keys), (c.scale, c.mask_value));
     let m_old: Lanes = state.m[g * L..][..L].try_into().unwrap();
     let mut m_new = m_old;
     for s in &s[..nk] {
         for (m, &s) in m_new.iter_mut().zip(s) {
-            *m = m.max(s);
+            *m = larger(*m, s);
         }
     }
-    let rescale = exp_lanes(std::array::from_fn(|r| m_old[r] - m_new[r]));
+    let rescale = rescale(std::array::from_fn(|r| m_old[r] - m_new[r]));
     let sum = exp_tile(&mut p[..nk], &s[..nk], &m_new);
     let o = &mut state.o[g * L * dp..][..L * dp];
     let v = &kv.v[keys.start * dp..];
@@ -435,9 +487,33 @@ fn fold(
     state.m[g * L..][..L].copy_from_slice(&m_new);
 }
 
+/// e^(m_old − m_new) per lane, as [`exp_lanes`] gives it; at once where every difference is 0
+/// (the tile left every row's maximum as it was), since e^(±0) = 1 exactly.
+#[inline(always)]
+fn rescale(x: Lanes) -> Lanes {
+    if x == [0.0; L] {
+        [1.0; L]
+    } else {
+        exp_lanes(x)
+    }
+}
+
+/// The lesson's `m.max(s)` as one `vmaxps` per vector: `s` where it is larger, else `m`. Both
+/// keep `m` for a NaN score (m itself is never NaN: it starts at −∞ and takes only larger scores),
+/// and both give m or s where they are equal; they may differ only in which of +0 and −0 they
+/// keep, and that sign is lost wherever m is used: s − m, m_old − m_new and mask − m are +0 or −0
+/// alike, each with e^x = 1, and m + ln ℓ adds ln ℓ ≥ +0 (ℓ ≥ 1: the largest score's weight is 1).
+/// `f32::max` in a loop compiles to a comparison for NaN and a blend besides.
+#[inline(always)]
+fn larger(m: f32, s: f32) -> f32 {
+    if s > m { s } else { m }
+}
+
 /// P = e^(S − m) per lane for each key of a tile, into `p`, as [`exp_lanes`] gives it, and per
-/// lane the sum of P over the keys in order. The loop runs [`kernels::expf`] alone and notes any
-/// lane it does not cover; in the rare tile with one (a NaN, or a score 87 to 104 below m) the
+/// lane the sum of P over the keys in order. The loop runs [`kernels::expf_non_positive`] alone
+/// (m is at least every score: the tile's maximum in the forward pass, the log-sum-exp in the
+/// backward) and notes any lane it does not cover; in the rare tile with one (a NaN, a score 87 to
+/// 104 below m, or one above m, which the argument above rules out but the check keeps exact) the
 /// tile runs again with [`exp_lanes`]. So the common loop has no call to the library in it, and
 /// its vectors stay in registers.
 #[inline(always)]
@@ -450,7 +526,7 @@ fn exp_tile(p: &mut [Lanes], s: &[Lanes], m: &Lanes) -> Lanes {
         #[inline(always)]
         |x| {
             for (rare, &x) in rare.iter_mut().zip(&x) {
-                *rare |= needs_library(x);
+                *rare |= needs_library(x) | (x > 0.0);
             }
             exp_covered(x)
         },
@@ -482,7 +558,8 @@ fn needs_library(x: f32) -> bool {
     !kernels::expf_covers(x) & !exp_is_zero(x)
 }
 
-/// [`exp_lanes`] where no lane [`needs_library`].
+/// [`exp_lanes`] where no lane [`needs_library`] and every lane is at most 0 (a score less a
+/// maximum that covers it; a NaN lane needs the library).
 #[inline(always)]
 fn exp_covered(x: Lanes) -> Lanes {
     let mut out = [0.0; L];
@@ -490,7 +567,7 @@ fn exp_covered(x: Lanes) -> Lanes {
         *o = if exp_is_zero(x) {
             0.0
         } else {
-            kernels::expf(x)
+            kernels::expf_non_positive(x)
         };
     }
     out
@@ -517,37 +594,29 @@ fn exp_lanes(x: Lanes) -> Lanes {
     out
 }
 
-/// For `N` keys (columns of `bt`, K transposed with rows `tp` apart) and the L rows whose columns
-/// are `at` (d, L), into
-/// `out` (N, L): lane r of key n is `fma(a[r][d−1], b[n][d−1], … fma(a[r][0], b[n][0], 0))`, the
-/// lesson's `dot`.
+/// For L keys (the columns of `bt` (d, L), a group of [`Panels`]) and the L rows whose columns
+/// are `at` (d, L), into `out` (L, L): lane r of key n is `fma(a[r][d−1], b[n][d−1], …
+/// fma(a[r][0], b[n][0], 0))`, the lesson's `dot`.
 #[inline(always)]
-fn dots<const N: usize>(
-    out: &mut [Lanes],
-    at: &[Lanes],
-    bt: &[f32],
-    tp: usize,
-    scores: Option<Scores>,
-) {
+fn dots(out: &mut [Lanes], at: &[Lanes], bt: &[f32], scores: Option<Scores>) {
     let d = at.len();
-    assert!(out.len() >= N && (d == 0 || bt.len() >= (d - 1) * tp + N));
+    assert!(out.len() >= L && bt.len() >= d * L);
     #[cfg(target_arch = "x86_64")]
-    if N == L && kernels::lanes() == kernels::Lanes::Avx512 {
+    if kernels::lanes() == kernels::Lanes::Avx512 {
         // SAFETY: the CPU has AVX-512 (checked by `lanes`), and the bounds are asserted above.
-        return unsafe { dots_avx512(out, at, bt, tp, scores) };
+        return unsafe { dots_avx512(out, at, bt, scores) };
     }
-    let mut acc = [[0.0; L]; N];
-    for (a, b) in at.iter().zip(bt.chunks(tp)) {
-        let b: &[f32; N] = b[..N].try_into().unwrap();
+    let mut acc = [[0.0; L]; L];
+    for (a, b) in at.iter().zip(bt.chunks_exact(L)) {
         for (acc, &b) in acc.iter_mut().zip(b) {
             for l in 0..L {
                 acc[l] = a[l].mul_add(b, acc[l]);
             }
         }
     }
-    out[..N].copy_from_slice(&acc);
+    out[..L].copy_from_slice(&acc);
     if let Some(x) = scores {
-        for (n, out) in out[..N].iter_mut().enumerate() {
+        for (n, out) in out[..L].iter_mut().enumerate() {
             let masked = x.masked_lanes(n);
             for (r, out) in out.iter_mut().enumerate() {
                 *out = if r < masked { x.mask } else { *out * x.scale };
@@ -580,37 +649,35 @@ impl Scores {
 /// in registers for the whole of d.
 ///
 /// # Safety
-/// The CPU has AVX-512F; `out` holds L rows and `bt` (d − 1)·tp + L values.
+/// The CPU has AVX-512F; `out` holds L rows and `bt` d·L values.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn dots_avx512(
-    out: &mut [Lanes],
-    at: &[Lanes],
-    bt: &[f32],
-    tp: usize,
-    scores: Option<Scores>,
-) {
+unsafe fn dots_avx512(out: &mut [Lanes], at: &[Lanes], bt: &[f32], scores: Option<Scores>) {
     use std::arch::x86_64::{__m512, _mm512_fmadd_ps, _mm512_loadu_ps, _mm512_set1_ps};
     use std::arch::x86_64::{_mm512_mask_mov_ps, _mm512_mul_ps};
     use std::arch::x86_64::{_mm512_setzero_ps, _mm512_storeu_ps};
     let mut acc: [__m512; L] = [_mm512_setzero_ps(); L];
     for (p, a) in at.iter().enumerate() {
-        // SAFETY: `a` is sixteen floats; p·tp + n < (d − 1)·tp + L ≤ bt.len() (the caller's
-        // bounds).
+        // SAFETY: `a` is sixteen floats; p·L + n < d·L ≤ bt.len() (the caller's bounds).
         unsafe {
             let a = _mm512_loadu_ps(a.as_ptr());
-            let b = bt.as_ptr().add(p * tp);
+            let b = bt.as_ptr().add(p * L);
             for (n, acc) in acc.iter_mut().enumerate() {
                 *acc = _mm512_fmadd_ps(a, _mm512_set1_ps(*b.add(n)), *acc);
             }
         }
     }
+    // Only a tile on the diagonal has masked lanes: key first + L − 1 comes after the group's
+    // first row.
+    let diagonal = scores.is_some_and(|x| x.masked_lanes(L - 1) > 0);
     for (n, (out, mut acc)) in out.iter_mut().zip(acc).enumerate() {
         if let Some(x) = scores {
             // Scaled, then the mask's value in the lanes of the rows key n comes after.
-            let masked = (1u32 << x.masked_lanes(n)) - 1;
             acc = _mm512_mul_ps(acc, _mm512_set1_ps(x.scale));
-            acc = _mm512_mask_mov_ps(acc, masked as u16, _mm512_set1_ps(x.mask));
+            if diagonal {
+                let masked = (1u32 << x.masked_lanes(n)) - 1;
+                acc = _mm512_mask_mov_ps(acc, masked as u16, _mm512_set1_ps(x.mask));
+            }
         }
         // SAFETY: `out` is sixteen floats.
         unsafe { _mm512_storeu_ps(out.as_mut_ptr(), acc) };
@@ -626,6 +693,22 @@ unsafe fn load(x: &[f32], at: usize) -> Lanes {
     debug_assert!(at + L <= x.len());
     // SAFETY: the caller keeps the L values inside `x`; `read_unaligned` needs no alignment.
     unsafe { x.as_ptr().add(at).cast::<Lanes>().read_unaligned() }
+}
+
+/// Writes `lanes` into `x` from index `at`.
+///
+/// # Safety
+/// `at + L <= x.len()`.
+#[inline(always)]
+unsafe fn store(x: &mut [f32], at: usize, lanes: Lanes) {
+    debug_assert!(at + L <= x.len());
+    // SAFETY: the caller keeps the L values inside `x`; `write_unaligned` needs no alignment.
+    unsafe {
+        x.as_mut_ptr()
+            .add(at)
+            .cast::<Lanes>()
+            .write_unaligned(lanes)
+    }
 }
 
 /// Runs `wide` on each run of [`C`] vectors of columns of a row `dp` wide and `narrow` on each
@@ -652,7 +735,8 @@ fn each_chunk(
 /// Output rows r0..r0+R (of a row group's (L, dp) block `out`, from `out`'s start), W vectors of
 /// columns: each row times `pre[r]`, then for each key j in order `o = fma(w[j][r0 + r], x[j], o)`
 /// elementwise, x's rows `dp` apart: O·rescale + P·V in the forward pass, dQ += dS·K in the
-/// backward.
+/// backward. Where every `pre` is 1 (the backward pass, and the forward pass's tiles that leave
+/// the rows' maxima as they were) the rows are taken as they are: o·1 = o exactly.
 // Index loops over the register tile's rows and columns, as in the product kernel.
 #[allow(clippy::needless_range_loop)]
 #[inline(always)]
@@ -670,9 +754,13 @@ fn rows_times<const W: usize>(
     for r in 0..R {
         for c in 0..W {
             // SAFETY: r·dp + c·L + L ≤ (R − 1)·dp + W·L ≤ out.len(), asserted above.
-            let o = unsafe { load(out, r * dp + c * L) };
-            for l in 0..L {
-                acc[r][c][l] = o[l] * pre[r];
+            acc[r][c] = unsafe { load(out, r * dp + c * L) };
+        }
+    }
+    if pre != [1.0; R] {
+        for r in 0..R {
+            for c in 0..W {
+                acc[r][c].iter_mut().for_each(|o| *o *= pre[r]);
             }
         }
     }
@@ -690,7 +778,8 @@ fn rows_times<const W: usize>(
     }
     for r in 0..R {
         for c in 0..W {
-            out[r * dp + c * L..][..L].copy_from_slice(&acc[r][c]);
+            // SAFETY: as for the loads above.
+            unsafe { store(out, r * dp + c * L, acc[r][c]) };
         }
     }
 }
@@ -734,7 +823,8 @@ fn keys_times<const K: usize, const W: usize>(
     }
     for r in 0..K {
         for c in 0..W {
-            out[r * dp + c * L..][..L].copy_from_slice(&acc[r][c]);
+            // SAFETY: as for the loads above.
+            unsafe { store(out, r * dp + c * L, acc[r][c]) };
         }
     }
 }
@@ -810,14 +900,13 @@ pub fn tiled_backward(
     kernels::run(pieces);
 }
 
-/// One matrix's inputs for the backward pass: Q, K and dO with rows Dp wide ([`rows_dp`]), Kᵀ and
-/// Vᵀ ([`transposed`]), and D_i per row.
+/// One matrix's inputs for the backward pass: Q, K and dO with rows Dp wide ([`rows_dp`]), K and
+/// V in panels ([`Panels`]), and D_i per row.
 struct Given<'a> {
     q: Cow<'a, [f32]>,
     k: Cow<'a, [f32]>,
-    kt: Vec<f32>,
-    vt: Vec<f32>,
-    tp: usize,
+    kt: Panels,
+    vt: Panels,
     d_out: Cow<'a, [f32]>,
     delta: Vec<f32>,
     dp: usize,
@@ -894,9 +983,8 @@ fn backward_matrix(
     let given = Given {
         q: rows_dp(q, c, dp),
         k: rows_dp(k, c, dp),
-        kt: transposed(k, c),
-        vt: transposed(v, c),
-        tp: c.t + L,
+        kt: Panels::new(k, c),
+        vt: Panels::new(v, c),
         d_out: rows_dp(d_out, c, dp),
         delta: delta.collect(),
         dp,
@@ -912,6 +1000,7 @@ fn backward_matrix(
         p: vec![[0.0; L]; groups_per_block * tiles.bc.div_ceil(L) * L],
         ds: vec![[0.0; L]; groups_per_block * tiles.bc.div_ceil(L) * L],
         s: vec![[0.0; L]; tiles.bc.div_ceil(L) * L],
+        group: vec![0.0; c.d * L],
         bcp: tiles.bc.div_ceil(L) * L,
     };
     // Each query block with the future keys it computes (see `masked_keys`).
@@ -965,7 +1054,7 @@ fn backward_matrix(
 }
 
 /// A query block's buffers in the backward pass: per row group Q and dO transposed (D, L), and a
-/// tile's P and dS (Bc, L); a tile of scores.
+/// tile's P and dS (Bc, L); a tile of scores, and a group of keys.
 struct Work {
     qt: Vec<Lanes>,
     gt: Vec<Lanes>,
@@ -973,6 +1062,8 @@ struct Work {
     ds: Vec<Lanes>,
     /// One row group's scores of a tile, (Bc, L), from which `p` is taken.
     s: Vec<Lanes>,
+    /// A group of keys (D, L) that straddles two panels ([`Panels::group`]).
+    group: Vec<f32>,
     /// Keys per row group in `p` and `ds`: Bc rounded up to a multiple of L.
     bcp: usize,
 }
@@ -993,8 +1084,14 @@ fn backward_tile(
     let (nk, dp, padded_keys) = (keys.len(), g.dp, keys.len().div_ceil(L) * L);
     let (qt, gt) = (&work.qt[gi * c.d..][..c.d], &work.gt[gi * c.d..][..c.d]);
     let (p, ds) = (&mut work.p[gi * work.bcp..], &mut work.ds[gi * work.bcp..]);
-    let s = &mut work.s;
-    score_tile(s, qt, &g.kt, (group, keys), g.tp, (c.scale, c.mask_value));
+    let (s, buffer) = (&mut work.s, &mut work.group[..]);
+    score_tile(
+        s,
+        qt,
+        (&g.kt, buffer),
+        (group, keys),
+        (c.scale, c.mask_value),
+    );
     let lane = |x: &[f32]| -> Lanes {
         std::array::from_fn(|r| {
             if r < group.len() {
@@ -1006,7 +1103,7 @@ fn backward_tile(
     };
     let (lse, delta) = (lane(lse), lane(&g.delta));
     for (t, ds) in ds[..padded_keys].chunks_exact_mut(L).enumerate() {
-        dots::<L>(ds, gt, &g.vt[keys.start + t * L..], g.tp, None); // dP
+        dots(ds, gt, g.vt.group(keys.start + t * L, buffer), None); // dP
     }
     exp_tile(&mut p[..padded_keys], &s[..padded_keys], &lse);
     for (n, (p, ds)) in p.iter().zip(&mut ds[..padded_keys]).enumerate() {

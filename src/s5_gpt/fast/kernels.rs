@@ -338,9 +338,24 @@ impl Product<'_> {
     }
 
     /// [`Product::piece`]'s loops for the tile `K`, as plain code (the tests run them without AVX2
-    /// or AVX-512 too).
+    /// or AVX-512 too): the piece's rows in bands ([`row_bands`]), each band through every block
+    /// of k in order.
     #[inline(always)]
     fn blocks<K: Kernel>(
+        &self,
+        out: Out,
+        rows: Range<usize>,
+        panels: Range<usize>,
+        packed: &mut Vec<f32>,
+    ) {
+        for band in row_bands(rows, K::MR, K::NR) {
+            self.band::<K>(out, band, panels.clone(), packed);
+        }
+    }
+
+    /// One band of rows of [`Product::blocks`].
+    #[inline(always)]
+    fn band<K: Kernel>(
         &self,
         out: Out,
         rows: Range<usize>,
@@ -555,6 +570,18 @@ struct At {
 #[inline(always)]
 fn tile_rows(left: usize, mr: usize) -> usize {
     left.div_ceil(left.div_ceil(mr))
+}
+
+/// `rows` cut into bands of at most [`A_BLOCK`] / ([`PANEL`] / `nr`) rows, a multiple of `mr`: as
+/// many rows as keep a block of k as long as a panel allows ([`k_block`]). Without them a piece of
+/// many rows (one thread's whole product, 8,192 rows at stage 6's module shapes) would take blocks
+/// of 16 terms, and read and write all of its C, far larger than the cache, once per block. Each
+/// element of C still takes the blocks of k in order, each block's terms in order.
+fn row_bands(rows: Range<usize>, mr: usize, nr: usize) -> impl Iterator<Item = Range<usize>> {
+    let most = (A_BLOCK / (PANEL / nr) / mr).max(1) * mr;
+    let end = rows.end;
+    rows.step_by(most)
+        .map(move |start| start..end.min(start + most))
 }
 
 /// The length of a block of k for a piece of `rows` rows and panels `nr` wide: a panel at most
@@ -786,12 +813,26 @@ pub fn expf_covers(x: f32) -> bool {
 /// holds; the tests check every such float32. The caller takes the library's own call for the rest.
 #[inline(always)]
 pub fn expf(x: f32) -> f32 {
+    expf_signed(x, (x.to_bits() >> 31) as i32)
+}
+
+/// [`expf`] of an `x` at most 0, as softmax takes it (a score less the row's maximum): the same
+/// bits with fewer instructions. The sign bit is 1 wherever [`expf`] reads it (|x| > 0.5 ln 2),
+/// so it is a constant here; for ±0 it is not read. A NaN, whatever its sign, is not covered, and
+/// the caller takes the library's own call for it as for [`expf`].
+#[inline(always)]
+pub fn expf_non_positive(x: f32) -> f32 {
+    expf_signed(x, 1)
+}
+
+/// [`expf`] with the sign bit of `x` given: 1 if negative, else 0.
+#[inline(always)]
+fn expf_signed(x: f32, sign: i32) -> f32 {
     const LN2_HI: f32 = 6.931_457_5e-1;
     const LN2_LO: f32 = 1.428_606_8e-6;
     const P1: f32 = 1.666_662_5e-1;
     const P2: f32 = -2.766_733_3e-3;
     let hx = x.to_bits() & 0x7fff_ffff;
-    let sign = (x.to_bits() >> 31) as i32;
     let half = if sign == 0 { 0.5 } else { -0.5 };
     let k = if hx > 0x3f85_1592 {
         // |x| > 1.5 ln 2. `as i32` would check each lane for NaN and overflow one at a time; the
@@ -869,6 +910,7 @@ mod tests {
             (25, 129, 47),
             (12, 257, 32),
             (768, 128, 512),
+            (1700, 300, 40), // several bands of rows (`row_bands`), the last one short
         ] {
             let (a, b, bias) = (values(m * k, 1), values(k * n, 2), values(n, 3));
             let mut want = vec![0.0; m * n];
@@ -1002,5 +1044,41 @@ mod tests {
             other.join().unwrap();
         });
         assert!(!expf_covers(f32::NAN) && !expf_covers(-88.0) && expf_covers(-87.0));
+    }
+
+    /// [`expf_non_positive`] is [`expf`] to the bit on every float32 from −87.34 to 0 and on +0,
+    /// each of the 1.1 billion inputs, on two threads.
+    #[test]
+    fn expf_non_positive_is_expf_on_every_float32_at_most_0() {
+        let check = |bits: std::ops::Range<u32>| {
+            let mut x = vec![0.0; 1 << 16];
+            let mut out = vec![[0.0; 2]; 1 << 16];
+            for start in bits.step_by(1 << 16) {
+                for (i, x) in x.iter_mut().enumerate() {
+                    *x = f32::from_bits(start.wrapping_add(i as u32));
+                }
+                vectorised(
+                    #[inline(always)]
+                    || {
+                        let pairs = out.iter_mut().zip(&x);
+                        pairs.for_each(|(o, &x)| *o = [expf(x), expf_non_positive(x)]);
+                    },
+                );
+                for (&x, &[e, n]) in x.iter().zip(&out) {
+                    if expf_covers(x) && x <= 0.0 {
+                        assert_eq!(n.to_bits(), e.to_bits(), "expf_non_positive({x:e})");
+                    }
+                }
+            }
+        };
+        let half = EXPF_LARGE.div_ceil(2 << 16) * (1 << 16);
+        let low = 1 << 31..(1 << 31) + half;
+        let high = (1 << 31) + half..(1 << 31) + EXPF_LARGE + (1 << 16);
+        std::thread::scope(|s| {
+            let other = s.spawn(|| check(high));
+            check(low);
+            other.join().unwrap();
+        });
+        assert_eq!(expf_non_positive(0.0).to_bits(), expf(0.0).to_bits());
     }
 }
