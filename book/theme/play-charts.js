@@ -20,14 +20,15 @@
     /**
      * One heat map as SVG: rows are queries, columns keys, labels the tokens. Small maps print each
      * weight in its cell (unless values is false); large ones (a prompt of many characters) only colour
-     * it. A cell is masked (greyed) above the diagonal if causal, and where mask[i][j] is false.
+     * it, in cells of at most maxCell pixels. A cell is masked (greyed) above the diagonal if causal, and
+     * where mask[i][j] is false.
      */
     function heatMap(title, labels, weights, options) {
-        const { causal = false, highlightRow = -1, mask = null, values = true } = options || {};
+        const { causal = false, highlightRow = -1, mask = null, values = true, maxCell = 22 } = options || {};
         const rows = weights.length;
         const cols = rows ? weights[0].length : 0;
         const big = Math.max(rows, cols) > 10;
-        const cell = big ? Math.max(12, Math.min(22, Math.floor(420 / Math.max(rows, cols)))) : 46;
+        const cell = big ? Math.max(12, Math.min(maxCell, Math.floor(420 / Math.max(rows, cols)))) : 46;
         const rowLabelsWidth = big ? 22 : (labels || []).some((l) => String(l).length > 2) ? 70 : 30;
         const short = Array.from({ length: cols }, (_, j) => (labels && labels[j]) || String(j))
             .every((l) => l.length <= 2);

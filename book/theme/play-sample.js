@@ -47,8 +47,13 @@
             this.button = el("button", { type: "button", class: "play-generate" }, t("generate"));
             // A checkpoint of the reader's: the two files that `s5_gpt train --save DIR` writes and
             // `generate` reads, trained with any of the flags (a variant of stage 7's too).
+            // The browser's own file button speaks the browser's language: a button of the edition's
+            // opens it instead, and the names chosen are shown beside it.
             this.files = el("input", { type: "file", class: "play-checkpoint-files", multiple: true,
-                accept: ".json,.safetensors" });
+                accept: ".json,.safetensors", hidden: true });
+            this.filesButton = el("button", { type: "button", class: "play-choose-files" }, t("own_checkpoint_choose"));
+            this.filesChosen = el("span", { class: "play-files-chosen" }, t("own_checkpoint_none"));
+            this.filesButton.addEventListener("click", () => this.files.click());
             this.info = el("p", { class: "play-checkpoint" });
             this.command = el("code", { class: "play-command" });
             this.output = el("pre", { class: "play-generated" });
@@ -69,8 +74,9 @@
                 field(t("sample_seed"), this.sampleSeed), field(t("sample_len"), this.length), this.button);
             const switches = el("div", { class: "play-controls play-switches" },
                 field(t("no_cache", { flag: flag("no_cache").flag }), this.noCache, "play-check"));
-            const own = el("div", { class: "play-controls" },
-                field(t("own_checkpoint", { files: "config.json, model.safetensors" }), this.files, "play-wide"));
+            const own = el("div", { class: "play-controls play-own-checkpoint" },
+                el("span", { class: "play-caption" }, ...rich(t("own_checkpoint"))), this.files, this.filesButton,
+                this.filesChosen);
             node.append(el("div", { class: "play-controls" }, field(t("prompt"), this.prompt, "play-wide")), controls,
                 switches, own,
                 el("p", { class: "play-command-line" }, this.command), this.message, this.info,
@@ -134,6 +140,8 @@
          */
         async useFiles() {
             const files = [...this.files.files];
+            this.filesChosen.textContent = files.length ? files.map((file) => file.name).join(", ")
+                : t("own_checkpoint_none");
             const named = (name) => files.find((file) => file.name === name);
             const [config, weights] = [named("config.json"), named("model.safetensors")];
             if (files.length && !(config && weights)) {

@@ -10,6 +10,7 @@
 
     const { PARAMS, t, el, Engine, Panel, rich, field, textInput, outputBox, heatMap } = window.attentionPanels;
     const facts = () => window.attentionPanels.facts;
+    const MAX_CELL = 16; // pixels: a variant's mask and three heads side by side on a page's width
 
     /** The flag of `s7_variants` whose clap id is `id`: {flag: "--weights", …}. */
     function flag(id) {
@@ -45,7 +46,8 @@
             this.outputCaption = el("span", {});
             this.output = el("pre", { class: "play-output" });
             node.append(controls, this.message, this.maps, outputBox(this.outputCaption, this.output));
-            this.showCommand([weights, this.prompt.value, ...(this.variant.value ? [variant, this.variant.value] : [])]);
+            const chosen = this.variant.value ? [variant, this.variant.value] : [];
+            this.showCommand([weights, this.prompt.value, ...chosen]);
             this.button.addEventListener("click", () => this.run());
             this.prompt.addEventListener("keydown", (e) => e.key === "Enter" && this.run());
             this.variant.addEventListener("change", () => this.run());
@@ -94,9 +96,9 @@
         draw({ labels, variants }) {
             this.maps.replaceChildren(...variants.map(({ name, short, mask, heads }) => {
                 const ones = mask.map((row) => row.map((seen) => (seen ? 1 : 0)));
-                const pictures = [heatMap(t("weights_mask"), labels, ones, { mask: mask, values: false }),
-                    ...heads.map((weights, h) => heatMap(t("head", { head: h + 1 }), labels, weights,
-                        { mask: mask }))];
+                const options = { mask: mask, maxCell: MAX_CELL };
+                const pictures = [heatMap(t("weights_mask"), labels, ones, { ...options, values: false }),
+                    ...heads.map((weights, h) => heatMap(t("head", { head: h + 1 }), labels, weights, options))];
                 return el("div", { class: "play-variant", "data-variant": short },
                     el("div", { class: "play-output-caption" }, ...rich(t("weights_caption", { name, short }))),
                     el("div", { class: "play-heatmaps" }, ...pictures));

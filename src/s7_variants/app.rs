@@ -198,8 +198,8 @@ impl Cli {
         let chars: Vec<char> = prompt.chars().collect();
         writeln!(
             out,
-            "The first block of each variant on {prompt:?}: the chapter's model (context 32, width \
-             64, 2 blocks), untrained, its weights from np.random.seed(42)\n"
+            "The first block on {prompt:?} of the chapter's model (context 32, width 64, 2 blocks),\n\
+             untrained: its weights as np.random.seed(42) draws them\n"
         )?;
         let mut blocks = Vec::new();
         for (name, short, arch) in chosen {
