@@ -735,3 +735,71 @@ fn the_weighed_tables_are_drawn_from_the_committed_records() {
         );
     }
 }
+
+// ---------------------------------------------------------------------------------------------------
+// Each variant's first block on a prompt: `s7_variants --weights PROMPT` (and the page's panel).
+// ---------------------------------------------------------------------------------------------------
+
+#[test]
+fn weights_snapshot() {
+    use attention_from_scratch::s7_variants::weights::PROMPT;
+    insta::assert_snapshot!("weights", s7(&["--weights", PROMPT]).unwrap());
+}
+
+#[test]
+fn each_variants_first_block_is_its_mask_and_rows_that_sum_to_one() {
+    use attention_from_scratch::s7_variants::app::Cli;
+    use attention_from_scratch::s7_variants::weights::{PROMPT, visible};
+    use clap::Parser;
+    let cli = Cli::try_parse_from(["s7_variants", "--weights", PROMPT]).unwrap();
+    let blocks = cli.first_blocks(&mut Vec::new()).unwrap();
+    let t = PROMPT.chars().count();
+    assert_eq!(blocks.len(), s7_variants::variants().len());
+    for ((name, _, block), (_, arch)) in blocks.iter().zip(s7_variants::variants()) {
+        assert_eq!(block.mask, visible(t, arch.window), "{name}");
+        assert_eq!(block.heads.len(), arch.heads, "{name}");
+        for (i, row) in block.heads.iter().flatten().enumerate() {
+            let seen = &block.mask[i % t];
+            let sum: f32 = row.iter().sum();
+            assert!((sum - 1.0).abs() < 1e-5, "{name}: row {i} sums to {sum}");
+            // A key the mask hides gets exactly nothing.
+            assert!(row.iter().zip(seen).all(|(&w, &s)| s || w == 0.0), "{name}");
+        }
+    }
+    // The window of 8 hides the oldest keys of the 15 characters; the causal mask alone does not.
+    let swa = blocks.iter().find(|(_, short, _)| *short == "swa").unwrap();
+    assert_eq!(swa.2.mask[t - 1].iter().filter(|&&s| s).count(), 8);
+    assert_eq!(blocks[0].2.mask[t - 1].iter().filter(|&&s| s).count(), t);
+    // One variant by its name prints that part of the whole output: the last one, its end.
+    let all = s7(&["--weights", PROMPT]).unwrap();
+    let (_, last, _) = blocks.last().unwrap();
+    let one = s7(&["--weights", PROMPT, "--variant", last]).unwrap();
+    let part = &one[one.find("## ").unwrap()..];
+    assert!(all.ends_with(part), "{one}");
+}
+
+#[test]
+fn the_weights_bad_input_is_one_line() {
+    let too_long = "Romeo".repeat(7);
+    for (args, expect) in [
+        (&["--weights", ""][..], "--weights is empty"),
+        (
+            &["--weights", "Juliet"],
+            "not in the model's line: 'J', 'l', 'i'; use characters of",
+        ),
+        (&["--weights", &too_long], "--weights has 35 characters"),
+        (
+            &["--weights", "Romeo", "--variant", "nope"],
+            "--variant \"nope\" is not a variant; use one of full, gqa, mqa, swa, rope",
+        ),
+        (&["--variant", "swa"], "--weights"),
+        (&["--weights", "Romeo", "--kv"], "cannot be used with"),
+    ] {
+        // A flag error is clap's, whose first line the page shows; a setting's is one line.
+        let msg = s7(args).expect_err("bad input");
+        assert!(msg.contains(expect), "{args:?}: {msg}");
+        if !msg.starts_with("error:") {
+            assert!(!msg.trim_end().contains('\n'), "{args:?}: {msg}");
+        }
+    }
+}

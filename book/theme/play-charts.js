@@ -1,4 +1,4 @@
-// The book's panels, part 2 of 7 (see play-engine.js): the pictures, drawn as SVG from the numbers the
+// The book's panels, part 2 of 8 (see play-engine.js): the pictures, drawn as SVG from the numbers the
 // front returns. The heat maps' colours are the book's own (src/plot.rs), from the front's page_facts().
 (function () {
     "use strict";
@@ -19,14 +19,16 @@
 
     /**
      * One heat map as SVG: rows are queries, columns keys, labels the tokens. Small maps print each
-     * weight in its cell; large ones (a prompt of many characters) only colour it.
+     * weight in its cell (unless values is false); large ones (a prompt of many characters) only colour
+     * it, in cells of at most maxCell pixels. A cell is masked (greyed) above the diagonal if causal, and
+     * where mask[i][j] is false.
      */
     function heatMap(title, labels, weights, options) {
-        const { causal = false, highlightRow = -1 } = options || {};
+        const { causal = false, highlightRow = -1, mask = null, values = true, maxCell = 22 } = options || {};
         const rows = weights.length;
         const cols = rows ? weights[0].length : 0;
         const big = Math.max(rows, cols) > 10;
-        const cell = big ? Math.max(12, Math.min(22, Math.floor(420 / Math.max(rows, cols)))) : 46;
+        const cell = big ? Math.max(12, Math.min(maxCell, Math.floor(420 / Math.max(rows, cols)))) : 46;
         const rowLabelsWidth = big ? 22 : (labels || []).some((l) => String(l).length > 2) ? 70 : 30;
         const short = Array.from({ length: cols }, (_, j) => (labels && labels[j]) || String(j))
             .every((l) => l.length <= 2);
@@ -55,12 +57,13 @@
                 const w = weights[i][j];
                 const x = rowLabelsWidth + j * cell;
                 const fraction = Number.isFinite(w) ? w / max : 0;
-                const masked = causal && j > i; // the future, which the causal mask hides
+                // The future, which the causal mask hides, and what a mask given hides.
+                const masked = (causal && j > i) || Boolean(mask && !mask[i][j]);
                 const rect = svg("rect", { x: x, y: y, width: cell, height: cell,
                     fill: masked ? window.attentionPanels.facts.masked : blue(fraction), stroke: "white" });
                 rect.append(svg("title", {}, label(i) + " → " + label(j) + ": " + formatWeight(w)));
                 map.append(rect);
-                if (!big && !masked) {
+                if (!big && !masked && values) {
                     map.append(svg("text", { x: x + cell / 2, y: y + cell / 2 + 4, "text-anchor": "middle",
                         class: "play-heatmap-value", fill: fraction > 0.55 ? "white" : "#222" },
                     formatWeight(w, 2)));

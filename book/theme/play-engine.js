@@ -1,4 +1,4 @@
-// The book's panels, part 1 of 7: what every panel shares. The parts are, in the order book.toml loads
+// The book's panels, part 1 of 8: what every panel shares. The parts are, in the order book.toml loads
 // them (after play-labels.js, which holds the labels in both languages):
 //   play-engine.js   the worker, the URL parameters, the labels, a panel's state and fields, the set-up
 //   play-charts.js   the pictures: heat maps, the loss curves, the bars of a distribution
@@ -7,6 +7,7 @@
 //   play-sample.js   stage 5: "Sample the trained model"
 //   play-flash.js    stage 6: "Run it here", the online softmax and tiled attention at length
 //   play-kv.js       stage 7: "Run it here", the KV-memory calculator
+//   play-variants.js stage 7: each variant's first block on a prompt, its mask and its heads' weights
 // They share one object, window.attentionPanels; each panel's file adds its kind to `kinds`.
 //
 // A chapter marks a panel with an empty <div class="play-panel" data-play="…">; the set-up below fills it
@@ -19,17 +20,20 @@
 // URL parameters drive the panels, so that a link can be shared and a test can drive the page:
 //   sN_….html?seed=7&run          runs the stage on load (also &query=I, &dropout=P, &heads=N: the knob)
 //   s5_gpt.html?train=300&seed=N&qkv&heads=N&residual&layer-norm&dropout=P&mask-value=V
+//                                 &kv-heads=K&window=W&rope (stage 7's variants)
 //                                 &test adds the test loss at the end (the whole chapter's run always does)
 //   &kernel=f64                   on any page: the exact float64 product kernel, even where fused lanes work
 //   &threads=N                    on any page: train on N threads (1: the builds without shared memory)
-//   s5_gpt.html?generate&prompt=…&temperature=T&top-k=K&sample-seed=S&sample-len=N
+//   s5_gpt.html?generate&prompt=…&temperature=T&top-k=K&sample-seed=S&sample-len=N&no-cache
 //   s5_gpt.html?probs=…&temperature=T&top-k=K    the next character's distribution (`generate --probs`)
 //   s6_flash.html?scores=X,…&context=T&tile=N&run  stage 6's walk and its head at length
 //   s7_variants.html?layers=N&heads=H&kv-heads=K&head-dim=D&tokens=T&window=W&latent=L&bytes=B&run
 //                                 stage 7's KV-memory calculator (`s7_variants --kv`)
+//   s7_variants.html?weights=…&variant=NAME   stage 7's first blocks (`s7_variants --weights … --variant …`)
 // The training and sampling parameters are the command line's flags without their dashes.
 // A panel sets data-state on its element: "idle", "running", "paused", "done", "error" or "unavailable";
-// the sample panel's distribution sets data-probs-state the same way.
+// the sample panel's distribution sets data-probs-state the same way, and the sample panel sets
+// data-checkpoint to "book" or "own" (a checkpoint the reader chose) once one is loaded.
 (function () {
     "use strict";
 

@@ -1,4 +1,4 @@
-// The book's panels, part 4 of 7 (see play-engine.js): stage 5, "Train it here". Each run trains the
+// The book's panels, part 4 of 8 (see play-engine.js): stage 5, "Train it here". Each run trains the
 // chapter's model in a worker of its own, a few steps per call, and shows the lines of `s5_gpt
 // --loss-csv`; the curve is drawn from the numbers the front returns beside them.
 (function () {
@@ -10,6 +10,10 @@
     const SAMPLE_LENGTH = 120;
     // The mask value of the chapter's exercise (the tutorial's is the front's mask_value).
     const EXERCISE_MASK = "0";
+    // Stage 7's variants of the model, by clap's id: a field each, after the sequel's flags. A flag
+    // that takes a value gets a text field (empty: left out), a switch a checkbox; its caption is
+    // the label variant_<id> (else the flag itself), an empty field's placeholder variant_<id>_none.
+    const VARIANT_FLAGS = ["kv_heads", "window", "rope", "latent"];
 
     /** The training flag whose clap id is `id`: {flag: "--layer-norm", default}. */
     function flag(id) {
@@ -23,6 +27,25 @@
 
     function hasParam(id) {
         return PARAMS.has(flag(id).flag.slice(2));
+    }
+
+    /** The label `key`, or `fallback` where the labels have none. */
+    function labelOr(key, fallback, vars) {
+        const text = t(key, vars);
+        return text === key ? fallback : text;
+    }
+
+    /** A field for each of VARIANT_FLAGS that the command line has: {id, input, caption, value()}. */
+    function variantFields() {
+        return VARIANT_FLAGS.filter((id) => flag(id)).map((id) => {
+            const { flag: name, takes_value: takesValue } = flag(id);
+            const cls = "play-variant-" + name.slice(2);
+            const input = takesValue ? textInput(cls, param(id) || "", { size: 4, inputmode: "numeric",
+                placeholder: labelOr("variant_" + id + "_none", flag(id).default || "") })
+                : checkbox(cls, hasParam(id));
+            const value = () => (takesValue ? input.value.trim() : input.checked);
+            return { id, input, takesValue, value, caption: labelOr("variant_" + id, name, { flag: name }) };
+        });
     }
 
     /** One training run in its own worker, with its own losses, samples and curve. */
@@ -126,6 +149,7 @@
             this.residual = checkbox("play-residual", hasParam("residual"));
             this.layerNorm = checkbox("play-layer-norm", hasParam("layer_norm"));
             this.dropout = textInput("play-dropout", param("dropout") || "", { size: 5, placeholder: "0" });
+            this.variants = variantFields();
             this.mask = el("select", { class: "play-mask" },
                 el("option", { value: this.tutorialMask }, t("mask_tutorial")),
                 el("option", { value: EXERCISE_MASK }, t("mask_zero")),
@@ -151,9 +175,11 @@
             const switches = el("div", { class: "play-controls play-switches" },
                 field(t("qkv"), this.qkv, "play-check"), field(t("residual"), this.residual, "play-check"),
                 field(t("layer_norm"), this.layerNorm, "play-check"));
+            const variants = el("div", { class: "play-controls play-variants" }, ...this.variants.map((v) =>
+                field(v.caption, v.input, v.takesValue ? "" : "play-check")));
             const buttons = el("div", { class: "play-controls" }, this.startButton, this.wholeButton,
                 this.resetButton);
-            node.append(controls, switches, buttons,
+            node.append(controls, switches, variants, buttons,
                 el("p", { class: "play-command-line" }, this.command), this.message, this.status, this.engineLine,
                 this.testLine, this.chart, this.boxes);
             for (const input of this.settings()) {
@@ -171,7 +197,7 @@
         /** The fields that make a run, and the whole-chapter button; they are locked while it trains. */
         settings() {
             return [this.seed, this.steps, this.qkv, this.heads, this.residual, this.layerNorm, this.dropout,
-                this.mask, this.wholeButton];
+                this.mask, ...this.variants.map((v) => v.input), this.wholeButton];
         }
 
         /**
@@ -182,6 +208,7 @@
             this.seed.value = flag("seed").default;
             [this.qkv, this.residual, this.layerNorm].forEach((box) => (box.checked = false));
             [this.heads, this.dropout].forEach((input) => (input.value = ""));
+            this.variants.forEach((v) => (v.takesValue ? (v.input.value = "") : (v.input.checked = false)));
             this.mask.value = this.tutorialMask;
             try {
                 await this.open();
@@ -201,7 +228,8 @@
             const given = [["qkv", this.qkv.checked], ["heads", this.heads.value.trim()],
                 ["residual", this.residual.checked], ["layer_norm", this.layerNorm.checked],
                 ["dropout", this.dropout.value.trim()],
-                ["mask_value", maskValue !== this.tutorialMask && maskValue]];
+                ["mask_value", maskValue !== this.tutorialMask && maskValue],
+                ...this.variants.map((v) => [v.id, v.value()])];
             for (const [id, value] of given) {
                 if (value) {
                     parts.push(flag(id).flag, ...(value === true ? [] : [value]));

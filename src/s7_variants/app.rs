@@ -1,12 +1,17 @@
 //! Tool layer, not shown in the chapter: the command line of `cargo run --example s7_variants`.
 //! Without flags it prints the chapter's outputs ([`super::run`]); `--bench` times generation with
-//! and without the KV cache ([`mod@super::bench`]); `--weigh` trains each variant ([`mod@super::weigh`]).
+//! and without the KV cache ([`mod@super::bench`]); `--weigh` trains each variant ([`mod@super::weigh`]);
+//! `--weights PROMPT` prints each variant's first block on a prompt ([`super::weights`]).
 
 use std::io::Write;
 
-use super::bench::{self, CONTEXTS};
+use super::bench::{self, CONTEXTS, short_name};
 use super::kv::{KvShape, calculator_lines};
+use super::weights::{FirstBlock, first_block, lines};
+use super::{LINE, variants};
 use crate::s5_gpt::app::error::ToolError;
+use crate::s5_gpt::data::CharDataset;
+use crate::s5_gpt::error::GptError;
 
 /// Prints stage 7's outputs: what the KV cache holds for each variant, grouped-query heads, the
 /// sliding window's band, rotary positions, and the variants side by side.
@@ -34,6 +39,13 @@ pub struct Cli {
     /// With --weigh: train N steps per model instead of the tutorial's two epochs
     #[arg(long, value_name = "N", requires = "weigh")]
     pub max_steps: Option<usize>,
+    /// Print each variant's first block on PROMPT instead: which keys each query may see, and each
+    /// head's weights (the chapter's model, untrained, from np.random.seed(42))
+    #[arg(long, value_name = "PROMPT", conflicts_with_all = ["bench", "weigh", "kv"])]
+    pub weights: Option<String>,
+    /// With --weights: only the variant NAME, as --bench names it (full, gqa, …) [default: each]
+    #[arg(long, value_name = "NAME", requires = "weights")]
+    pub variant: Option<String>,
     #[command(flatten)]
     pub kv: KvArgs,
 }
@@ -131,6 +143,10 @@ impl Cli {
             }
             return Ok(());
         }
+        if self.weights.is_some() {
+            self.first_blocks(out)?;
+            return Ok(());
+        }
         if self.weigh {
             #[cfg(not(target_arch = "wasm32"))]
             return Ok(super::weigh::run(out, self.max_steps, false)?);
@@ -156,6 +172,79 @@ impl Cli {
         }
         Ok(bench::run(out, &self.context, self.threads, self.repeat)?)
     }
+}
+
+/// One variant's first block: its name in the chapter, its `--variant` name, and the block.
+pub type VariantBlock = (&'static str, &'static str, FirstBlock);
+
+impl Cli {
+    /// `--weights PROMPT [--variant NAME]`: prints the first block of each variant chosen, and
+    /// returns them (the book's panel draws them), or one line naming what is wrong and the fix.
+    pub fn first_blocks<W: Write>(&self, out: &mut W) -> Result<Vec<VariantBlock>, BenchError> {
+        let prompt = self.weights.as_deref().unwrap_or_default();
+        let chosen: Vec<_> = (variants().into_iter())
+            .map(|(name, arch)| (name, short_name(&arch), arch))
+            .filter(|(_, short, _)| self.variant.as_deref().is_none_or(|v| v == *short))
+            .collect();
+        if let (Some(v), true) = (&self.variant, chosen.is_empty()) {
+            let names: Vec<_> = variants().iter().map(|(_, a)| short_name(a)).collect();
+            let why = format!(
+                "--variant {v:?} is not a variant; use one of {}",
+                names.join(", ")
+            );
+            return Err(BenchError::Settings(why));
+        }
+        let ids = prompt_ids(prompt)?;
+        let chars: Vec<char> = prompt.chars().collect();
+        writeln!(
+            out,
+            "The first block on {prompt:?} of the chapter's model (context 32, width 64, 2 blocks),\n\
+             untrained: its weights as np.random.seed(42) draws them\n"
+        )?;
+        let mut blocks = Vec::new();
+        for (name, short, arch) in chosen {
+            let block = first_block(arch, &ids);
+            writeln!(out, "## {name} (--variant {short})\n")?;
+            for line in lines(&chars, &block) {
+                writeln!(out, "{line}")?;
+            }
+            writeln!(out)?;
+            blocks.push((name, short, block));
+        }
+        Ok(blocks)
+    }
+}
+
+/// The longest prompt `--weights` takes: the chapter's model's context.
+const WEIGHTS_CONTEXT: usize = 32;
+
+/// `prompt` as the chapter's model's tokens, or one line naming what is wrong and the fix.
+fn prompt_ids(prompt: &str) -> Result<Vec<usize>, BenchError> {
+    let n = prompt.chars().count();
+    if n > WEIGHTS_CONTEXT {
+        let why = format!(
+            "--weights has {n} characters, more than the model's context of {WEIGHTS_CONTEXT}; \
+             give at most {WEIGHTS_CONTEXT}"
+        );
+        return Err(BenchError::Settings(why));
+    }
+    if n == 0 {
+        let why = "--weights is empty; give the prompt at least one character";
+        return Err(BenchError::Settings(why.to_string()));
+    }
+    let vocabulary = CharDataset::from_text(LINE, 1, WEIGHTS_CONTEXT);
+    vocabulary.encode(prompt).map_err(|e| {
+        BenchError::Settings(match e {
+            GptError::PromptCharacters { chars } => {
+                let chars: Vec<_> = chars.iter().map(|c| format!("{c:?}")).collect();
+                format!(
+                    "--weights has characters that are not in the model's line: {}; use characters of {LINE:?}",
+                    chars.join(", ")
+                )
+            }
+            other => other.to_string(),
+        })
+    })
 }
 
 /// What stops the example: a setting out of range, or output that cannot be written.

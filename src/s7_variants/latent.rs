@@ -5,30 +5,19 @@
 use std::io::Write;
 
 use super::kv::KvShape;
-use super::{LINE, variants};
+use super::{LINE, chapter_model, variants};
 use crate::print::{cell, heading, thousands};
-use crate::rng::numpy::NumpyRandom;
-use crate::s5_gpt::beyond::{Architecture, Gpt, GptConfig};
+use crate::s5_gpt::beyond::{Architecture, Gpt};
 use crate::s5_gpt::cache::GptCache;
-use crate::s5_gpt::data::CharDataset;
 use crate::s5_gpt::generate::last_row;
 use crate::s5_gpt::latent::{
     Cached, absorb, absorb_magnitudes, absorbed_scores, rotary_width, score_bound,
 };
 use crate::s5_gpt::tape::Tape;
 
-/// The chapter's model with `arch`: the tutorial's sizes (context 32, width 64, 2 blocks), its
-/// weights from `np.random.seed(42)`, on [`LINE`]'s characters, and the line's tokens.
+/// The chapter's model with `arch` ([`chapter_model`]) and the tokens of [`LINE`]'s first window.
 pub fn model_on_the_line(tape: &mut Tape, arch: Architecture) -> (Gpt, Vec<usize>) {
-    let data = CharDataset::from_text(LINE, 1, 32);
-    let config = GptConfig {
-        vocab_size: data.vocab_size(),
-        context_size: 32,
-        embedding_size: 64,
-        blocks: 2,
-        architecture: arch,
-    };
-    let model = Gpt::new(tape, &mut NumpyRandom::seed(42), config);
+    let (model, data) = chapter_model(tape, arch);
     let ids = data.encode(LINE).expect("the line's own characters");
     (model, ids[..32].to_vec())
 }

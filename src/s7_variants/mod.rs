@@ -13,6 +13,7 @@
 //! 5. Multi-head latent attention: keys and values unfolded from a latent, and the weights folded
 //!    so that a step reads the latents directly ([`latent`], [`crate::s5_gpt::latent`]).
 //! 6. The variants side by side on the sequel's fullest model: parameters, cache, loss.
+//! 7. [`weights`]: each variant's first block on a prompt, its mask and its heads' weights.
 //!
 //! [`exercises`] holds the solutions of the chapter's exercises.
 //!
@@ -25,6 +26,7 @@ pub mod kv;
 pub mod latent;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod weigh;
+pub mod weights;
 
 use std::io::Write;
 
@@ -33,10 +35,9 @@ use crate::print::{cell, heading};
 use crate::rng::numpy::NumpyRandom;
 use crate::s5_gpt::beyond::{Architecture, Gpt, GptConfig};
 use crate::s5_gpt::data::CharDataset;
-use crate::s5_gpt::ops::{MASK_VALUE, tril_forward};
 use crate::s5_gpt::optim::AdamW;
 use crate::s5_gpt::tape::Tape;
-use crate::s5_gpt::variants::{repeat_kv_forward, rope_angles, rope_forward, window_forward};
+use crate::s5_gpt::variants::{repeat_kv_forward, rope_angles, rope_forward};
 
 pub use kv::{KvShape, gigabytes, rasbt_examples};
 
@@ -97,21 +98,11 @@ fn grouped_heads<W: Write>(out: &mut W) -> std::io::Result<()> {
 /// The band of T = 8 tokens and W = 3: which keys (columns) each token (row) sees.
 fn sliding_window<W: Write>(out: &mut W) -> std::io::Result<()> {
     heading(out, "Sliding-window attention: T = 8, W = 3")?;
-    let (t, w) = (8, 3);
-    let ones = vec![1.0f32; t * t]; // (T, T) scores, all kept
-    let mut causal = vec![0.0; t * t];
-    tril_forward(&mut causal, &ones, t, MASK_VALUE); // (T, T): the future masked
-    let mut band = vec![0.0; t * t];
-    window_forward(&mut band, &causal, t, w, MASK_VALUE); // (T, T): and the old past
-    let lines: Vec<String> = band
-        .chunks(t)
-        .enumerate()
+    let band = weights::visible(8, Some(3)); // (T, T): the future and the old past hidden
+    let lines: Vec<String> = (band.iter().enumerate())
         .map(|(i, row)| {
-            let seen: String = row
-                .iter()
-                .map(|&s| if s == 1.0 { " 1" } else { " ·" })
-                .collect();
-            let keys = row.iter().filter(|&&s| s == 1.0).count();
+            let seen: String = row.iter().map(|&s| if s { " 1" } else { " ·" }).collect();
+            let keys = row.iter().filter(|&&s| s).count();
             format!(
                 "token {i}:{seen}   {keys} {}",
                 if keys == 1 { "key" } else { "keys" }
@@ -226,9 +217,9 @@ pub struct Weighed {
     pub losses: [f32; 2],
 }
 
-/// The tutorial's sizes (context 32, width 64, 2 blocks) with `arch`, trained on [`LINE`]'s first
-/// window from `np.random.seed(42)` at a learning rate of 1e-2.
-pub fn weigh(tape: &mut Tape, arch: Architecture) -> Weighed {
+/// The chapter's model with `arch`: the tutorial's sizes (context 32, width 64, 2 blocks), [`LINE`]'s
+/// characters as its vocabulary, its weights drawn from `np.random.seed(42)`; and that vocabulary.
+pub fn chapter_model(tape: &mut Tape, arch: Architecture) -> (Gpt, CharDataset) {
     let data = CharDataset::from_text(LINE, 1, 32);
     let config = GptConfig {
         vocab_size: data.vocab_size(),
@@ -237,7 +228,13 @@ pub fn weigh(tape: &mut Tape, arch: Architecture) -> Weighed {
         blocks: 2,
         architecture: arch,
     };
-    let model = Gpt::new(tape, &mut NumpyRandom::seed(42), config);
+    (Gpt::new(tape, &mut NumpyRandom::seed(42), config), data)
+}
+
+/// The chapter's model ([`chapter_model`]) with `arch`, trained on [`LINE`]'s first window at a
+/// learning rate of 1e-2.
+pub fn weigh(tape: &mut Tape, arch: Architecture) -> Weighed {
+    let (model, data) = chapter_model(tape, arch);
     let ids = data.encode(LINE).expect("the line's own characters");
     let (x, y) = (&ids[..32], &ids[1..33]); // (1, T) each
     let mut optimizer = AdamW::new(1e-2);

@@ -35,7 +35,20 @@
 //   `cargo run --example s7_variants -- --kv --layers N --kv-heads K …` prints, for the defaults, all 32
 //   K/V heads, the DeepSeek-sized latent example and a window of 4,096, and its caption names that
 //   command; bad sizes (K/V heads that do not divide the heads, 0, not a number) show its one-line message;
-// - generation from the book's checkpoint equals `s5_gpt generate --checkpoint` with the same flags;
+// - stage 7: `s7_variants.html?weights=P&variant=V` writes into the variants panel's <pre class="play-output">
+//   what `cargo run --example s7_variants -- --weights P --variant V` prints, for the chapter's prompt and
+//   every variant, and for a prompt of the reader's with one variant, draws a mask and a map per head
+//   for each variant, and greys the keys the window hides; a character outside the model's line, a prompt
+//   over its context and an unknown variant show the command line's one-line message;
+// - stage 5 with stage 7's variants: `s5_gpt.html?train=100&kv-heads=K&window=W&rope…` writes the file
+//   that `s5_gpt --max-steps 100 --loss-csv F --kv-heads K --window W --rope …` writes, in both editions,
+//   its command line naming the flags; K/V heads that do not divide the heads and a window of 0 show the
+//   command line's one-line message;
+// - a reader's checkpoint with stage 7's variants (`s5_gpt train --save DIR --kv-heads 2 --window 4 --rope
+//   …`), chosen in the sample panel: its `--probs` and its sample are what `generate --checkpoint DIR`
+//   prints, and its maps grey the keys the window hides;
+// - generation from the book's checkpoint equals `s5_gpt generate --checkpoint` with the same flags, also
+//   with `--no-cache` (the same text);
 // - `s5_gpt.html?probs=P&temperature=T&top-k=K` writes into <pre class="play-probs"> what
 //   `s5_gpt generate --checkpoint C --prompt P … --probs` prints, for prompts with a space and a line
 //   break, one longer than the context, temperatures 0.5, 1 and 2 and top-k 5 (at most five lines,
@@ -415,6 +428,117 @@ async function kvChecks(b) {
     }
 }
 
+/** The first blocks' runs: `s7_variants --weights PROMPT` and these flags. */
+const WEIGHTS_RUNS = [
+    { prompt: "O Romeo, Romeo!", variant: "" },
+    { prompt: "wherefore art thou Romeo? Deny", variant: "swa" },
+    { prompt: "Deny thy father", variant: "rope" },
+];
+
+async function variantsChecks(b) {
+    console.log("stage 7: each variant's first block, as s7_variants --weights prints it for the same prompt");
+    const panel = ".play-panel[data-play=variants]";
+    const variants = cargo(["--example", "s7_variants", "--", "--weights", "O", "--variant", "?"], true).stderr
+        .match(/use one of (.*)$/m)[1].split(", ");
+    for (const [k, { prompt, variant }] of WEIGHTS_RUNS.entries()) {
+        const flags = ["--weights", prompt, ...(variant ? ["--variant", variant] : [])];
+        const want = cargo(["--example", "s7_variants", "--", ...flags]).stdout;
+        for (const edition of k ? [EDITIONS[k % EDITIONS.length]] : EDITIONS) {
+            const query = `weights=${encodeURIComponent(prompt)}${variant ? "&variant=" + variant : ""}`;
+            const { page, state, message, errors } = await openPanel(b, `/${edition}s7_variants.html?${query}`, panel);
+            const got = await page.textContent(`${panel} pre.play-output`);
+            const caption = await page.textContent(`${panel} .play-output-box .play-output-caption`);
+            // Each variant's pictures: its mask and a map per head, the cells its mask hides greyed in each.
+            const shown = await page.$$eval(`${panel} .play-variant`, (nodes) => nodes.map((n) => {
+                const rects = [...n.querySelectorAll("svg rect")];
+                const greyed = rects.filter((r) => r.getAttribute("fill") === window.attentionPanels.facts.masked);
+                return [n.dataset.variant, n.querySelectorAll("svg").length, greyed.length];
+            }));
+            const wantShown = want.split("\n## ").slice(1).map((part) => {
+                const short = part.match(/\(--variant (\w+)\)/)[1];
+                const maps = 1 + (part.match(/^head \d+:/gm) || []).length;
+                const hidden = (part.slice(part.indexOf("mask:"), part.indexOf("head 1:")).match(/·/g) || []).length;
+                return [short, maps, maps * hidden];
+            });
+            check(state === "done" && got === want && errors.length === 0 &&
+                JSON.stringify(shown) === JSON.stringify(wantShown) && caption.includes("s7_variants -- --weights"),
+                `${edition || "en/"}s7_variants?${query}: ${want.length} bytes equal; maps and greyed cells ` +
+                `per variant ${shown.map(([v, n, g]) => `${v} ${n}/${g}`).join(", ")}`,
+                state !== "done" ? `state ${state}: ${message} ${errors.join(" ")}` :
+                    got !== want ? firstDifference(got, want) :
+                        `shown ${JSON.stringify(shown)}, want ${JSON.stringify(wantShown)}; ` +
+                        `caption "${caption}"; ${errors.join(" ")}`);
+            await page.close();
+        }
+    }
+    check(variants.length >= 5, `the variants the command line names: ${variants.join(", ")}`);
+    const bad = [
+        { prompt: "Juliet", variant: "" },
+        { prompt: "Romeo, Romeo! wherefore art thou Romeo", variant: "" },
+        { prompt: "Romeo", variant: "mla?" },
+        { prompt: "", variant: "" },
+    ];
+    for (const [i, { prompt, variant }] of bad.entries()) {
+        for (const edition of i ? [EDITIONS[i % EDITIONS.length]] : EDITIONS) {
+            const query = `weights=${encodeURIComponent(prompt)}${variant ? "&variant=" + variant : ""}`;
+            const { page, state, message, errors } = await openPanel(b, `/${edition}s7_variants.html?${query}`, panel);
+            const line = (message || "").trim();
+            const want = nativeError(["--example", "s7_variants", "--", "--weights", prompt,
+                ...(variant ? ["--variant", variant] : [])]);
+            const output = await page.textContent(`${panel} pre.play-output`);
+            const maps = await page.locator(`${panel} svg`).count();
+            check(state === "error" && line === "error: " + want && output === "" && maps === 0 &&
+                errors.length === 0, `${edition || "en/"}s7_variants?${query}: "${line}"`,
+                `state ${state}; native "${want}"; ${errors.join(" ")}`);
+            await page.close();
+        }
+    }
+}
+
+/** Stage 5's training panel with stage 7's variants: the native losses, and the native one-line errors. */
+async function trainVariantsChecks(b) {
+    console.log("stage 5 with stage 7's variants: the panel's losses are the native --loss-csv");
+    const panel = ".play-panel[data-play=train]";
+    const runs = [
+        ["", ["--heads", "4", "--kv-heads", "2", "--window", "8", "--rope", "--residual", "--layer-norm"]],
+        ["zh-CN/", ["--heads", "4", "--kv-heads", "1", "--rope"]],
+        ["zh-CN/", ["--qkv", "--window", "5"]],
+    ];
+    for (const [edition, flags] of runs) {
+        const want = nativeLosses(100, flags);
+        const params = ["train=100", ...trainParams(flags)];
+        const { page, state, message, errors } = await openPanel(b, `/${edition}s5_gpt.html?${params.join("&")}`,
+            panel);
+        const got = await page.textContent(`${panel} pre.play-losses`);
+        const command = await page.textContent(`${panel} .play-command`);
+        // The command line names each flag with its value, in any order.
+        const named = flags.every((f, i) => f.startsWith("--") ? command.includes(` ${f}`) :
+            command.includes(` ${flags[i - 1]} ${f}`));
+        check(state === "done" && got === want && named && errors.length === 0,
+            `${edition || "en/"}s5_gpt?${params.join("&")}: 100 loss lines equal; "${command}"`,
+            state !== "done" ? `state ${state}: ${message} ${errors.join(" ")}` :
+                got !== want ? firstDifference(got, want) : `${errors.join("\n")}`);
+        await page.close();
+    }
+    const bad = [
+        ["", ["--heads", "4", "--kv-heads", "3"]],
+        ["zh-CN/", ["--window", "0"]],
+        ["", ["--kv-heads", "two"]],
+    ];
+    for (const [edition, flags] of bad) {
+        const params = ["train=10", ...trainParams(flags)];
+        const { page, state, message, errors } = await openPanel(b, `/${edition}s5_gpt.html?${params.join("&")}`,
+            panel);
+        const line = (message || "").trim();
+        const want = nativeError(["--example", "s5_gpt", "--", ...flags, "--max-steps", "1", "--data", CORPUS,
+            "--no-download"]);
+        check(state === "error" && (line === want || line === "error: " + want) && errors.length === 0,
+            `${edition || "en/"}s5_gpt?${params.join("&")}: "${line}"`,
+            `state ${state}; native "${want}"; ${errors.join(" ")}`);
+        await page.close();
+    }
+}
+
 /** The URL parameters of s5_gpt's flags (`--heads 4 --residual` is `heads=4&residual`). */
 function trainParams(flags) {
     const params = [];
@@ -595,13 +719,16 @@ async function generateChecks(b) {
     const cases = [
         { prompt: "ROMEO:", temperature: "1", topK: "", seed: "42", len: "200" },
         { prompt: "JULIET:", temperature: "0.8", topK: "10", seed: "7", len: "300" },
+        { prompt: "ROMEO:", temperature: "1", topK: "", seed: "3", len: "150", noCache: true },
     ];
     for (const [k, c] of cases.entries()) {
         const flags = ["--checkpoint", CHECKPOINT, "--prompt", c.prompt, "--temperature", c.temperature,
-            "--seed", c.seed, "--sample-len", c.len, ...(c.topK ? ["--top-k", c.topK] : [])];
+            "--seed", c.seed, "--sample-len", c.len, ...(c.topK ? ["--top-k", c.topK] : []),
+            ...(c.noCache ? ["--no-cache"] : [])];
         const want = cargo(["--example", "s5_gpt", "--", "generate", ...flags]).stdout;
         const query = `?prompt=${encodeURIComponent(c.prompt)}&temperature=${c.temperature}` +
-            `${c.topK ? "&top-k=" + c.topK : ""}&sample-seed=${c.seed}&sample-len=${c.len}`;
+            `${c.topK ? "&top-k=" + c.topK : ""}&sample-seed=${c.seed}&sample-len=${c.len}` +
+            `${c.noCache ? "&no-cache" : ""}`;
         const edition = EDITIONS[k % EDITIONS.length];
         const { page, state, message, errors } = await openPanel(b, `/${edition}s5_gpt.html${query}`,
             ".play-panel[data-play=sample]");
@@ -612,7 +739,64 @@ async function generateChecks(b) {
                 got !== want ? firstDifference(got, want) : errors.join("\n"));
         const maps = await page.locator(".play-attention svg").count();
         check(maps > 0, `${maps} attention map(s) of the prompt drawn`);
+        if (c.noCache) {
+            const command = await page.textContent(".play-panel[data-play=sample] .play-command");
+            check(command.endsWith(" --no-cache"), `its command ends with --no-cache: "${command}"`);
+        }
         await page.close();
+    }
+}
+
+/**
+ * A reader's own checkpoint, trained here with stage 7's variants (`s5_gpt train --save DIR`), chosen in
+ * the sample panel: its distribution and its sample are what `generate --checkpoint DIR` prints, and
+ * the maps grey the keys its window hides.
+ */
+async function ownCheckpointChecks(b) {
+    console.log("stage 5: a reader's checkpoint with stage 7's variants, in the sample panel");
+    const panel = ".play-panel[data-play=sample]";
+    const dir = mkdtempSync(join(tmpdir(), "play-own-"));
+    const variant = ["--heads", "4", "--kv-heads", "2", "--window", "4", "--rope", "--residual", "--layer-norm"];
+    try {
+        cargo(["--example", "s5_gpt", "--", "train", "--data", CORPUS, "--no-download", "--quiet", "--log-every", "0",
+            "--max-steps", "30", "--save", dir, ...variant]);
+        const prompt = "ROMEO:";
+        const wantProbs = cargo(["--example", "s5_gpt", "--", "generate", "--checkpoint", dir, "--prompt", prompt,
+            "--temperature", "1", "--probs"]).stdout;
+        const want = cargo(["--example", "s5_gpt", "--", "generate", "--checkpoint", dir, "--prompt", prompt,
+            "--temperature", "1", "--seed", "42", "--sample-len", "300"]).stdout;
+        for (const edition of EDITIONS) {
+            const page = await b.context.newPage();
+            const errors = [];
+            page.on("pageerror", (e) => errors.push(String(e)));
+            await page.goto(`${b.origin}/${edition}s5_gpt.html`, { waitUntil: "domcontentloaded" });
+            await page.waitForSelector(`${panel}[data-state=idle]`, { timeout: TIMEOUT });
+            await page.waitForFunction((p) => document.querySelector(p).dataset.probsState !== "running", panel);
+            await page.setInputFiles(`${panel} input.play-checkpoint-files`,
+                [join(dir, "config.json"), join(dir, "model.safetensors")]);
+            await page.waitForFunction((p) => ["done", "error", "unavailable"]
+                .includes(document.querySelector(p).dataset.probsState) &&
+                document.querySelector(p).dataset.checkpoint === "own", panel, { timeout: TIMEOUT });
+            const { state: probsState, got: probs } = await probsShown(page);
+            await page.click(`${panel} .play-generate`);
+            await page.waitForSelector(`${panel}[data-state=done], ${panel}[data-state=error]`, { timeout: TIMEOUT });
+            const got = await page.textContent(`${panel} pre.play-generated`);
+            const info = await page.textContent(`${panel} .play-checkpoint`);
+            const command = await page.textContent(`${panel} .play-command`);
+            // The prompt's 6 characters under a window of 4: 3 keys of the past hidden in each map too.
+            const greyed = await page.$$eval(`${panel} .play-attention svg`, (maps) => maps.map((m) =>
+                [...m.querySelectorAll("rect")].filter((r) =>
+                    r.getAttribute("fill") === window.attentionPanels.facts.masked).length));
+            check(probsState === "done" && probs === wantProbs && got === want && errors.length === 0 &&
+                command.includes("--checkpoint DIR ") && greyed.length === 8 && greyed.every((g) => g === 15 + 3),
+                `${edition || "en/"}s5_gpt: the reader's checkpoint (${variant.join(" ")}, 30 steps): --probs and ` +
+                `${want.length} bytes of the sample equal; "${info.trim()}"; greyed cells per map ${greyed.join(",")}`,
+                probs !== wantProbs ? firstDifference(probs, wantProbs) : got !== want ? firstDifference(got, want) :
+                    `command "${command}"; greyed ${greyed}; ${errors.join(" ")}`);
+            await page.close();
+        }
+    } finally {
+        rmSync(dir, { recursive: true, force: true });
     }
 }
 
@@ -881,9 +1065,12 @@ async function main() {
             stages: () => stageChecks(b),
             flash: () => flashChecks(b),
             kv: () => kvChecks(b),
+            variants: () => variantsChecks(b),
+            "train-variants": () => trainVariantsChecks(b),
             train: () => trainChecks(b),
             "train-by-hand": () => trainByHandChecks(b),
             generate: () => generateChecks(b),
+            "own-checkpoint": () => ownCheckpointChecks(b),
             probs: () => probsChecks(b),
             "bad-input": () => badInputChecks(b),
             labels: () => labelChecks(b),

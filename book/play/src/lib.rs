@@ -14,8 +14,9 @@
 //! | [`stage_weights`] | the numbers behind the heat maps of stages 1, 3 and 4 |
 //! | [`s6_output`] | `cargo run --example s6_flash -- --scores X,… --context T --tile N`, its stdout |
 //! | [`s7_kv`] | `cargo run --example s7_variants -- --kv --layers N …`, its stdout |
+//! | [`s7_weights`] | `cargo run --example s7_variants -- --weights PROMPT [--variant NAME]`, its stdout |
 //! | [`Trainer`] | the lines of `s5_gpt --loss-csv F`, a few steps at a time |
-//! | [`Sampler`] | `s5_gpt generate --checkpoint DIR …` (also `--probs`), its stdout |
+//! | [`Sampler`] | `s5_gpt generate --checkpoint DIR …` (also `--probs`, `--no-cache`), its stdout |
 //! | [`fma_self_check`] | the fast layer's fused multiply-add on WebAssembly, checked |
 //! | [`choose_kernel`], [`kernel`] | which product kernel trains: fused lanes or exact float64 |
 //! | `serve_as_helper`, [`threads`] | `--threads N`: the helper threads, as Web Workers |
@@ -64,6 +65,9 @@ use attention_from_scratch::s5_gpt::train::Trainer as LessonTrainer;
 use attention_from_scratch::s6_flash::app::{Cli as FlashCli, MAX_CONTEXT};
 use attention_from_scratch::s6_flash::{AtLength, Difference};
 use attention_from_scratch::s7_variants::app::{Cli as VariantsCli, KvArgs};
+use attention_from_scratch::s7_variants::bench::short_name;
+use attention_from_scratch::s7_variants::variants;
+use attention_from_scratch::s7_variants::weights::{self as first_blocks, visible};
 use attention_from_scratch::{BookSeeds, Error, s2_trainable, s3_causal, s4_multihead};
 use clap::{Args, CommandFactory, Parser};
 use serde::Serialize;
@@ -113,6 +117,14 @@ pub fn page_facts() -> String {
         flash_max_context: MAX_CONTEXT,
         kv_example: VariantsCli::command().get_name().to_string(),
         kv_flags: flags_of(&KvArgs::augment_args(clap::Command::new("s7_variants"))),
+        variants_flags: flags_of(&VariantsCli::command()),
+        variants: (variants().iter())
+            .map(|(name, arch)| VariantName {
+                name,
+                short: short_name(arch),
+            })
+            .collect(),
+        weights_prompt: first_blocks::PROMPT,
     };
     json(&facts)
 }
@@ -148,12 +160,26 @@ struct Facts {
     /// `--kv-heads`, …) by clap's id, with their defaults.
     kv_example: String,
     kv_flags: BTreeMap<String, Flag>,
+    /// Stage 7's example's own flags (`--weights`, `--variant`, …) by clap's id, its variants in
+    /// the chapter's order, and the prompt of the chapter's panel of their first blocks.
+    variants_flags: BTreeMap<String, Flag>,
+    variants: Vec<VariantName>,
+    weights_prompt: &'static str,
 }
 
-/// A flag as the command line spells it, and its default value if it takes one.
+/// A variant of stage 7: its name in the chapter, and its `--variant` name.
+#[derive(Serialize)]
+struct VariantName {
+    name: &'static str,
+    short: &'static str,
+}
+
+/// A flag as the command line spells it, whether it takes a value (else it is a switch), and its
+/// default value if it has one.
 #[derive(Serialize)]
 struct Flag {
     flag: String,
+    takes_value: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     default: Option<String>,
 }
@@ -167,7 +193,12 @@ fn flags_of(command: &clap::Command) -> BTreeMap<String, Flag> {
             let default = (arg.get_default_values().first())
                 .filter(|_| takes_values)
                 .map(|value| value.to_string_lossy().into_owned());
-            Some((arg.get_id().to_string(), Flag { flag, default }))
+            let flag = Flag {
+                flag,
+                takes_value: takes_values,
+                default,
+            };
+            Some((arg.get_id().to_string(), flag))
         })
         .collect()
 }
@@ -326,6 +357,62 @@ pub fn s7_kv(flags: &str) -> Result<String, JsError> {
         output: String::from_utf8(out).expect("the calculator prints UTF-8"),
     };
     Ok(json(&value))
+}
+
+/// Stage 7's first blocks as `cargo run --example s7_variants -- --weights <prompt> --variant
+/// <variant>` prints them, as JSON: `{"flags": […], "output": "…", "labels": [T characters],
+/// "variants": [{"name": "GQA, K = 2", "short": "gqa", "mask": [[bool]], "heads": [[[w]]]}, …]}`.
+/// Both values are read and checked by the example's own parser; `""` for `variant` leaves
+/// `--variant` out (every variant). `flags` is the command line's words after `--`, `output` its
+/// stdout byte for byte, and each variant's `mask` (T, T) and `heads` (H, T, T) the numbers it
+/// prints.
+#[wasm_bindgen]
+pub fn s7_weights(prompt: &str, variant: &str) -> Result<String, JsError> {
+    let flags = flags_of(&VariantsCli::command());
+    let (weights, variant_flag) = (&flags["weights"].flag, &flags["variant"].flag);
+    let mut words = vec![weights.clone(), prompt.to_string()];
+    // `--flag=…` keeps a reader's text one value, even when it starts with `-`.
+    let mut args = vec![format!("{weights}={prompt}")];
+    if !variant.is_empty() {
+        words.extend([variant_flag.clone(), variant.to_string()]);
+        args.push(format!("{variant_flag}={variant}"));
+    }
+    let name = VariantsCli::command().get_name().to_string();
+    let cli = VariantsCli::try_parse_from(std::iter::once(name).chain(args)).map_err(flag_error)?;
+    let mut out = Vec::new();
+    let blocks = cli.first_blocks(&mut out).map_err(fail)?;
+    let value = WeightsRun {
+        flags: words,
+        output: String::from_utf8(out).expect("the example prints UTF-8"),
+        labels: prompt.chars().map(String::from).collect(),
+        variants: (blocks.into_iter())
+            .map(|(name, short, block)| VariantWeights {
+                name,
+                short,
+                mask: block.mask,
+                heads: block.heads,
+            })
+            .collect(),
+    };
+    Ok(json(&value))
+}
+
+/// What [`s7_weights`] returns.
+#[derive(Serialize)]
+struct WeightsRun {
+    flags: Vec<String>,
+    output: String,
+    labels: Vec<String>,
+    variants: Vec<VariantWeights>,
+}
+
+/// One variant's first block, in [`s7_weights`]'s answer.
+#[derive(Serialize)]
+struct VariantWeights {
+    name: &'static str,
+    short: &'static str,
+    mask: Vec<Vec<bool>>,
+    heads: Vec<Vec<Vec<f32>>>,
 }
 
 /// What [`s7_kv`] returns.
@@ -568,11 +655,12 @@ fn json(value: &impl Serialize) -> String {
 }
 
 /// `s5_gpt generate --checkpoint DIR --prompt=<prompt>` with each `flag=value` whose value is not
-/// `""`, and `--probs` if `probs`, read by the command line's own parser.
+/// `""`, and each switch of `switches` (`--probs`, `--no-cache`), read by the command line's own
+/// parser.
 fn generate_args(
     prompt: &str,
     flags: &[(&str, &str)],
-    probs: bool,
+    switches: &[&str],
 ) -> Result<GenerateArgs, JsError> {
     let mut args = vec!["s5_gpt".to_string(), "generate".to_string()];
     args.extend(["--checkpoint".to_string(), CHECKPOINT_DIR.to_string()]);
@@ -583,9 +671,7 @@ fn generate_args(
             args.push(format!("{flag}={value}"));
         }
     }
-    if probs {
-        args.push("--probs".to_string());
-    }
+    args.extend(switches.iter().map(|s| s.to_string()));
     let cli = Cli::try_parse_args(args).map_err(flag_error)?;
     let Some(Command::Generate(args)) = cli.command else {
         unreachable!("the arguments start with generate")
@@ -612,9 +698,10 @@ impl Sampler {
     }
 
     /// Exactly what `s5_gpt generate --checkpoint DIR --prompt <prompt> --temperature <t> --top-k
-    /// <k> --seed <s> --sample-len <length>` prints on stdout. Each value is the text of a field,
-    /// read by the command line's own parser; `""` leaves that flag out (its default: temperature
-    /// 1, all characters, seed 42, 512 characters), except the prompt, which is always given.
+    /// <k> --seed <s> --sample-len <length>` prints on stdout, with `--no-cache` if `no_cache`
+    /// (the same text, each window computed again). Each value is the text of a field, read by
+    /// the command line's own parser; `""` leaves that flag out (its default: temperature 1, all
+    /// characters, seed 42, 512 characters), except the prompt, which is always given.
     pub fn generate(
         &self,
         prompt: &str,
@@ -622,6 +709,7 @@ impl Sampler {
         top_k: &str,
         seed: &str,
         length: &str,
+        no_cache: bool,
     ) -> Result<String, JsError> {
         let flags = [
             ("--temperature", temperature),
@@ -629,7 +717,8 @@ impl Sampler {
             ("--seed", seed),
             ("--sample-len", length),
         ];
-        let args = generate_args(prompt, &flags, false)?;
+        let switches: &[&str] = if no_cache { &["--no-cache"] } else { &[] };
+        let args = generate_args(prompt, &flags, switches)?;
         let text = sample(&self.saved, &args).map_err(fail)?;
         Ok(format!("{text}\n"))
     }
@@ -647,7 +736,7 @@ impl Sampler {
     /// printed. The values are read as [`generate`](Sampler::generate) reads them.
     pub fn probs(&self, prompt: &str, temperature: &str, top_k: &str) -> Result<String, JsError> {
         let flags = [("--temperature", temperature), ("--top-k", top_k)];
-        let args = generate_args(prompt, &flags, true)?;
+        let args = generate_args(prompt, &flags, &["--probs"])?;
         let next = next_chars(&self.saved, &args).map_err(fail)?;
         let rows = (next.iter())
             .map(|&(c, p)| NextChar {
@@ -661,8 +750,9 @@ impl Sampler {
     }
 
     /// The attention weights of `prompt` (its last T characters if it is longer) as JSON,
-    /// `{"labels": [T characters], "maps": [block][head][row][column]}`, row i holding character
-    /// i's weights over the characters 0..=i: the model's softmax nodes, as the chapter "What the
+    /// `{"labels": [T characters], "mask": [row][column], "maps": [block][head][row][column]}`,
+    /// row i holding character i's weights over the characters 0..=i (only the W newest of them
+    /// with a `--window W`, as `mask` says): the model's softmax nodes, as the chapter "What the
     /// tutorial's model leaves out" draws them.
     pub fn attention(&self, prompt: &str) -> Result<String, JsError> {
         let vocabulary = CharDataset::from_vocab(self.saved.config.vocab());
@@ -683,7 +773,8 @@ impl Sampler {
         let labels = (vocabulary.decode(window).chars())
             .map(String::from)
             .collect();
-        Ok(json(&Attention { labels, maps }))
+        let mask = visible(t, model.config.architecture.window);
+        Ok(json(&Attention { labels, mask, maps }))
     }
 }
 
@@ -706,6 +797,7 @@ struct NextChar {
 #[derive(Serialize)]
 struct Attention<'a> {
     labels: Vec<String>,
+    mask: Vec<Vec<bool>>,
     maps: Vec<Vec<Vec<&'a [f32]>>>,
 }
 
@@ -809,6 +901,54 @@ mod tests {
         }
         assert_eq!(facts["kv_flags"]["kv_heads"]["default"], "8");
         assert!(facts["kv_flags"]["window"].get("default").is_none());
+        for (id, takes_value) in [("kv_heads", true), ("window", true), ("rope", false)] {
+            assert_eq!(facts["train_flags"][id]["takes_value"], takes_value, "{id}");
+        }
+        assert!(flag("generate_flags", "no_cache").is_some());
+        for id in ["weights", "variant"] {
+            assert!(flag("variants_flags", id).is_some(), "no stage 7 flag {id}");
+        }
+        assert_eq!(facts["variants"][0]["short"], "full");
+        assert_eq!(
+            facts["variants"].as_array().unwrap().len(),
+            variants().len()
+        );
+    }
+
+    /// Stage 7's first blocks print what the example prints for the same prompt and variant, and
+    /// give the numbers it prints (its errors, a `JsError`, exist only in WebAssembly: the browser
+    /// test compares them with the command line's).
+    #[test]
+    fn s7_weights_is_the_examples_first_blocks() {
+        for (prompt, variant) in [(first_blocks::PROMPT, ""), ("Deny thy father", "swa")] {
+            let run: serde_json::Value =
+                serde_json::from_str(&s7_weights(prompt, variant).unwrap()).unwrap();
+            let mut argv = vec!["s7_variants".to_string(), format!("--weights={prompt}")];
+            if !variant.is_empty() {
+                argv.push(format!("--variant={variant}"));
+            }
+            let mut native = Vec::new();
+            VariantsCli::try_parse_from(&argv)
+                .unwrap()
+                .run(&mut native)
+                .unwrap();
+            assert_eq!(run["output"], String::from_utf8(native).unwrap());
+            assert_eq!(run["flags"][1], prompt);
+            let t = prompt.chars().count();
+            let shown = run["variants"].as_array().unwrap();
+            assert_eq!(
+                shown.len(),
+                if variant.is_empty() {
+                    variants().len()
+                } else {
+                    1
+                }
+            );
+            for v in shown {
+                assert_eq!(v["mask"].as_array().unwrap().len(), t);
+                assert_eq!(v["heads"][0][t - 1].as_array().unwrap().len(), t);
+            }
+        }
     }
 
     /// Stage 6's panel prints what the example prints for the same flags, and refuses what it

@@ -148,6 +148,8 @@ const ops = {
     s6_output: (scores, context, tile) => JSON.parse(play.s6_output(scores, context, tile)),
     // {flags, output}: stage 7's KV-memory calculator for a fragment of its command line.
     s7_kv: (flags) => JSON.parse(play.s7_kv(flags)),
+    // {flags, output, labels, variants}: stage 7's first blocks of each variant on a prompt.
+    s7_weights: (prompt, variant) => JSON.parse(play.s7_weights(prompt, variant)),
     fma_self_check: (n, seed) => play.fma_self_check(n, seed),
     // What trains here: the build loaded, the product kernel it chose, the threads it runs on and, for
     // one thread, why.
@@ -177,6 +179,11 @@ const ops = {
     async sampler_new() {
         const config = await fetchFile("data/checkpoint/config.json", "text");
         const weights = await fetchFile("data/checkpoint/model.safetensors", "bytes");
+        return ops.sampler_from(config, weights);
+    },
+    // A checkpoint's two files as the page read them (the book's, or a reader's own), checked as
+    // `generate --checkpoint` checks a folder.
+    sampler_from(config, weights) {
         if (sampler) {
             sampler.free();
         }
@@ -185,8 +192,9 @@ const ops = {
         return sampler.steps();
     },
     // Each value is the text of its field, read by the command line's own parser ("" for its default).
-    generate: (prompt, temperature, topK, seed, length) =>
-        sampler.generate(prompt, temperature, topK, seed, length),
+    // noCache: `--no-cache`, the same text, each window computed again.
+    generate: (prompt, temperature, topK, seed, length, noCache) =>
+        sampler.generate(prompt, temperature, topK, seed, length, Boolean(noCache)),
     probs: (prompt, temperature, topK) => JSON.parse(sampler.probs(prompt, temperature, topK)),
     attention: (prompt) => JSON.parse(sampler.attention(prompt)),
 };
