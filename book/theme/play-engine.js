@@ -226,6 +226,13 @@
         }
     }
 
+    /** Flags as the end of a command line, " -- --kv --layers 48", each word quoted as a shell needs it;
+     * nothing for no flags. */
+    function commandFlags(flags) {
+        const word = (w) => (/^[\w.,+=:-]+$/.test(w) ? w : "'" + w.split("'").join("'\\''") + "'");
+        return flags.length ? " -- " + flags.map(word).join(" ") : "";
+    }
+
     /** A label's text as nodes: what stands between backticks is shown as code. */
     function rich(text) {
         return String(text).split("`").map((part, i) => (i % 2 ? el("code", {}, part) : part));
@@ -256,7 +263,7 @@
 
     const kit = {
         PARAMS, t, el, svg, PlayError, Engine, oneThreadLine, messageFor, Panel, rich, field, textInput,
-        checkbox, outputBox,
+        checkbox, outputBox, commandFlags,
         kinds: {}, // each panel's file adds its class: {stage: StagePanel, …}
         facts: null, // the front's page_facts(), once the set-up has it
     };

@@ -6,7 +6,7 @@
 (function () {
     "use strict";
 
-    const { PARAMS, t, el, Engine, Panel, rich, field, textInput, outputBox } = window.attentionPanels;
+    const { PARAMS, t, el, Engine, Panel, rich, commandFlags, field, textInput, outputBox } = window.attentionPanels;
     const facts = () => window.attentionPanels.facts;
 
     /** `8000000 bytes (7.63 MiB)`, in KiB below a MiB, in the edition's words. */
@@ -15,10 +15,6 @@
         return t("flash_bytes", { n: n, size: size });
     }
 
-    /** A word of a command line as a shell reads it: quoted where it holds anything but plain characters. */
-    function shellWord(word) {
-        return /^[\w.,+=:-]+$/.test(word) ? word : "'" + word.split("'").join("'\\''") + "'";
-    }
 
     class FlashPanel extends Panel {
         constructor(node) {
@@ -67,7 +63,7 @@
 
         /** The caption says which command prints the same text. */
         showCommand(flags) {
-            const words = flags.length ? " -- " + flags.map(shellWord).join(" ") : "";
+            const words = commandFlags(flags);
             this.outputCaption.replaceChildren(...rich(t("output", { stage: "s6_flash", flags: words })));
         }
 

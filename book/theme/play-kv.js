@@ -6,15 +6,11 @@
 (function () {
     "use strict";
 
-    const { PARAMS, t, el, Engine, Panel, rich, field, textInput, outputBox } = window.attentionPanels;
+    const { PARAMS, t, el, Engine, Panel, rich, commandFlags, field, textInput, outputBox } = window.attentionPanels;
     const facts = () => window.attentionPanels.facts;
     // The calculator's sizes by clap's id, in the order of the command line's help.
     const SIZES = ["layers", "heads", "kv_heads", "head_dim", "tokens", "window", "latent", "bytes"];
 
-    /** A word of a command line as a shell reads it: quoted where it holds anything but plain characters. */
-    function shellWord(word) {
-        return /^[\w.,+=:-]+$/.test(word) ? word : "'" + word.split("'").join("'\\''") + "'";
-    }
 
     class KvPanel extends Panel {
         constructor(node) {
@@ -47,7 +43,7 @@
 
         /** The caption says which command prints the same text. */
         showCommand(flags) {
-            const words = " -- " + flags.map(shellWord).join(" ");
+            const words = commandFlags(flags);
             this.outputCaption.replaceChildren(...rich(t("output", { stage: facts().kv_example, flags: words })));
         }
 

@@ -8,7 +8,7 @@
 (function () {
     "use strict";
 
-    const { PARAMS, t, el, Engine, Panel, rich, field, textInput, outputBox, heatMap } = window.attentionPanels;
+    const { PARAMS, t, el, Engine, Panel, rich, commandFlags, field, textInput, outputBox, heatMap } = window.attentionPanels;
     const facts = () => window.attentionPanels.facts;
     const MAX_CELL = 16; // pixels: a variant's mask and three heads side by side on a page's width
 
@@ -17,10 +17,6 @@
         return facts().variants_flags[id];
     }
 
-    /** A word of a command line as a shell reads it: quoted where it holds anything but plain characters. */
-    function shellWord(word) {
-        return /^[\w.,+=:-]+$/.test(word) ? word : "'" + word.split("'").join("'\\''") + "'";
-    }
 
     class VariantsPanel extends Panel {
         constructor(node) {
@@ -67,7 +63,7 @@
 
         /** The caption says which command prints the same text. */
         showCommand(flags) {
-            const words = " -- " + flags.map(shellWord).join(" ");
+            const words = commandFlags(flags);
             this.outputCaption.replaceChildren(...rich(t("output", { stage: facts().kv_example, flags: words })));
         }
 

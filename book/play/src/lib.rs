@@ -849,6 +849,18 @@ pub fn threads() -> usize {
 mod tests {
     use super::*;
 
+    /// What `cargo run --example s7_variants` prints for the command line `argv`.
+    fn native_s7<S: AsRef<std::ffi::OsStr> + Clone + Into<std::ffi::OsString>>(
+        argv: &[S],
+    ) -> String {
+        let mut out = Vec::new();
+        VariantsCli::try_parse_from(argv)
+            .unwrap()
+            .run(&mut out)
+            .unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
     /// The flags the panels look up by clap's id (book/theme/play-train.js, play-sample.js,
     /// play-stage.js) are there, so that renaming a field of the command line fails here rather
     /// than in the browser.
@@ -927,12 +939,7 @@ mod tests {
             if !variant.is_empty() {
                 argv.push(format!("--variant={variant}"));
             }
-            let mut native = Vec::new();
-            VariantsCli::try_parse_from(&argv)
-                .unwrap()
-                .run(&mut native)
-                .unwrap();
-            assert_eq!(run["output"], String::from_utf8(native).unwrap());
+            assert_eq!(run["output"], native_s7(&argv));
             assert_eq!(run["flags"][1], prompt);
             let t = prompt.chars().count();
             let shown = run["variants"].as_array().unwrap();
@@ -1000,12 +1007,7 @@ mod tests {
                 .into_iter()
                 .chain(flags.split_whitespace())
                 .collect();
-            let mut native = Vec::new();
-            VariantsCli::try_parse_from(&argv)
-                .unwrap()
-                .run(&mut native)
-                .unwrap();
-            assert_eq!(run["output"], String::from_utf8(native).unwrap());
+            assert_eq!(run["output"], native_s7(&argv));
             assert_eq!(run["flags"], serde_json::json!(argv[1..]));
         }
         let chapter: serde_json::Value = serde_json::from_str(&s7_kv("").unwrap()).unwrap();
