@@ -40,7 +40,7 @@
 //   every variant, and for a prompt of the reader's with one variant, draws a mask and a map per head
 //   for each variant, and greys the keys the window hides; a character outside the model's line, a prompt
 //   over its context and an unknown variant show the command line's one-line message;
-// - stage 5 with stage 7's variants: `s5_gpt.html?train=100&kv-heads=K&window=W&rope…` writes the file
+// - stage 5 with stage 7's variants: `s5_gpt.html?train=100&kv-heads=K&window=W&rope&latent=L…` writes the file
 //   that `s5_gpt --max-steps 100 --loss-csv F --kv-heads K --window W --rope …` writes, in both editions,
 //   its command line naming the flags; K/V heads that do not divide the heads and a window of 0 show the
 //   command line's one-line message;
@@ -503,6 +503,7 @@ async function trainVariantsChecks(b) {
         ["", ["--heads", "4", "--kv-heads", "2", "--window", "8", "--rope", "--residual", "--layer-norm"]],
         ["zh-CN/", ["--heads", "4", "--kv-heads", "1", "--rope"]],
         ["zh-CN/", ["--qkv", "--window", "5"]],
+        ["", ["--heads", "4", "--latent", "16", "--rope", "--layer-norm"]],
     ];
     for (const [edition, flags] of runs) {
         const want = nativeLosses(100, flags);
@@ -524,6 +525,7 @@ async function trainVariantsChecks(b) {
         ["", ["--heads", "4", "--kv-heads", "3"]],
         ["zh-CN/", ["--window", "0"]],
         ["", ["--kv-heads", "two"]],
+        ["zh-CN/", ["--latent", "65"]],
     ];
     for (const [edition, flags] of bad) {
         const params = ["train=10", ...trainParams(flags)];
