@@ -12,7 +12,7 @@
 //! | `chart` | line charts, on linear or log axes: the stage-5 curves and stage 2's scaling |
 //! | `stage1` … `stage7`, [`trained`] | the pictures of each stage's ideas, and of the trained model |
 //! | [`cost`] | stage 6's table and charts of attention's cost as T grows, from a measured record |
-//! | [`weighed`] | stage 7's table of the variants weighed side by side, from two measured records |
+//! | [`weighed`] | stage 7's table and chart of the variants weighed side by side, from two measured records |
 //! | [`cache`] | stage 7's table and chart of what the KV cache saves as T grows, from a measured record |
 //! | [`ablation`] | the Markdown tables of the chapter "What the tutorial's model leaves out" |
 
@@ -178,6 +178,7 @@ pub fn quick_figures(lang: Lang) -> Result<Vec<Figure>, Error> {
     figures.extend(stage7::figures(lang));
     figures.extend(cost::figures(lang, &cost::committed_medians()?));
     figures.extend(cache::figures(lang, &cache::committed_record()?));
+    figures.push(weighed::chart(lang, weighed::WEIGHED));
     Ok(figures)
 }
 
