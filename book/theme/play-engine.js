@@ -213,6 +213,13 @@
             this.node.dataset.state = name;
         }
 
+        /** A run begins: the panel says so, and its button waits until the run ends. */
+        running() {
+            this.state("running");
+            this.say(t("running"));
+            this.button.disabled = true;
+        }
+
         /** Shows one line. */
         say(text, isError) {
             this.message.replaceChildren(...rich(text));

@@ -102,9 +102,7 @@
         }
 
         async run() {
-            this.state("running");
-            this.say(t("running"));
-            this.button.disabled = true;
+            this.running();
             const [scores, context, tile] = [this.scores, this.context, this.tile].map((i) => i.value.trim());
             this.clear();
             try {

@@ -48,9 +48,7 @@
         }
 
         async run() {
-            this.state("running");
-            this.say(t("running"));
-            this.button.disabled = true;
+            this.running();
             this.output.textContent = "";
             // The fields as a fragment of the command line, those left empty left out.
             const flags = this.fields.map((f) => [f.flag, f.input.value.trim()]).filter(([, value]) => value)

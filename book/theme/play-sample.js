@@ -177,9 +177,7 @@
         }
 
         async generate() {
-            this.state("running");
-            this.say(t("running"));
-            this.button.disabled = true;
+            this.running();
             const start = performance.now();
             try {
                 const prompt = this.prompt.value;

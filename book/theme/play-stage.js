@@ -88,9 +88,7 @@
         }
 
         async run() {
-            this.state("running");
-            this.say(t("running"));
-            this.button.disabled = true;
+            this.running();
             const seed = this.seed.value.trim();
             const knob = this.knob ? this.knob.value.trim() : "";
             const start = performance.now();

@@ -68,9 +68,7 @@
         }
 
         async run() {
-            this.state("running");
-            this.say(t("running"));
-            this.button.disabled = true;
+            this.running();
             this.output.textContent = "";
             this.maps.replaceChildren();
             try {

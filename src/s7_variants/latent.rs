@@ -7,7 +7,7 @@ use std::io::Write;
 use super::kv::KvShape;
 use super::{LINE, chapter_model, variants};
 use crate::print::{cell, heading, thousands};
-use crate::s5_gpt::beyond::{Architecture, Gpt};
+use crate::s5_gpt::beyond::{Architecture, Gpt, LayerNorm};
 use crate::s5_gpt::cache::GptCache;
 use crate::s5_gpt::generate::last_row;
 use crate::s5_gpt::latent::{
@@ -37,7 +37,7 @@ pub fn score_gaps(tape: &mut Tape, model: &Gpt, ids: &[usize]) -> (f32, f64) {
     );
     tape.reset();
     let x = model.embed(tape, ids, 1, 0); // (1, T, C)
-    let x = crate::s5_gpt::beyond::LayerNorm::forward(block.ln1.as_ref(), tape, x); // (1, T, C)
+    let x = LayerNorm::forward(block.ln1.as_ref(), tape, x); // (1, T, C)
     let (q, kept) = attn.project_kept(tape, x, 0); // (1, H, T, D + R), the latent and rotary key
     let [k, _] = attn.unfold(tape, &kept); // (1, H, T, D + R)
     let kt = tape.transpose(k);
