@@ -4,7 +4,7 @@
 //! first as a loop: the scores ω (dot products with the query), the weights α (the scores
 //! normalised to sum to 1, by the sum and then by softmax), and the context vector (the inputs
 //! weighted by α). §3.3.2 does the same for every token at once, and shows that the loops are
-//! matrix products. Nothing here is trained and nothing is random, so `--seed` changes nothing in
+//! matrix products. Nothing here is trained and nothing is random, so a seed changes nothing in
 //! this stage.
 //!
 //! [`run`] prints the notebook's cells #2–#13 as the book prints them. The chapter's exercises are

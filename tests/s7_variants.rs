@@ -410,9 +410,44 @@ fn bad_variant_flags_are_named_with_their_fix() {
             "drop --attention exact or --rope",
         ),
     ] {
-        let msg = fails(&[&["train", "--max-steps", "1", "--quiet"][..], flags].concat());
+        let dir = common::scratch("s7_variants", "refused");
+        let save = dir.join("run");
+        let save = save.to_str().expect("a UTF-8 temporary path");
+        let base = ["train", "--max-steps", "1", "--quiet", "--save", save];
+        let msg = fails(&[&base[..], flags].concat());
         assert!(msg.contains(expect), "{flags:?}: {msg}");
+        assert!(
+            !dir.join("run").exists(),
+            "{flags:?} left its --save folder"
+        );
     }
+}
+
+#[test]
+fn the_library_refuses_a_window_in_a_flash_node() {
+    use attention_from_scratch::s5_gpt::GptError;
+    for form in [AttentionForm::Tiled, AttentionForm::Exact] {
+        let arch = Architecture {
+            window: Some(4),
+            attention: form,
+            ..Architecture::everything(2, 0.0)
+        };
+        let err = arch
+            .check()
+            .expect_err("a window in a flash node is refused");
+        assert!(matches!(err, GptError::WindowInFlashNode { .. }), "{err}");
+        assert!(err.to_string().contains(form.name()), "{err}");
+    }
+    let empty = Architecture {
+        window: Some(0),
+        ..Architecture::default()
+    };
+    assert!(matches!(empty.check(), Err(GptError::EmptyWindow)));
+    let naive = Architecture {
+        window: Some(4),
+        ..Architecture::everything(2, 0.0)
+    };
+    assert!(naive.check().is_ok());
 }
 
 // ---------------------------------------------------------------------------------------------------

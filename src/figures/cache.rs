@@ -325,6 +325,53 @@ fn machine(lang: Lang, words: &str) -> String {
     words.split(", ").map(part).collect::<Vec<_>>().join("，")
 }
 
+/// The speed chart's lines: each variant with the cache in its colour, then the full model's
+/// without it, dashed, each as (variant, cached, colour).
+fn speed_lines<'a>(names: &[&'a str]) -> Vec<(&'a str, bool, &'static str)> {
+    let colours = (0..names.len()).map(|n| COLOURS[n % COLOURS.len()]);
+    let cached = names
+        .iter()
+        .zip(colours)
+        .map(|(&name, colour)| (name, true, colour));
+    cached.chain([("full", false, DASHED_BLUE)]).collect()
+}
+
+/// A line's name in the legend: the variant, with the cache or without it.
+fn speed_label(lang: Lang, name: &str, cached: bool) -> String {
+    let way = match cached {
+        true => lang.pick("with the cache", "有缓存"),
+        false => lang.pick("without the cache", "无缓存"),
+    };
+    format!("{}{}{way}", variant_name(lang, name), lang.pick(", ", "，"))
+}
+
+/// The speed chart's two notes on how each point was timed, and its footer: the threads, the
+/// machine and the command.
+fn speed_notes(lang: Lang, record: &Record) -> ([String; 2], String) {
+    let how = match lang {
+        Lang::En => [
+            format!(
+                "each point: the time to write {NEW_TOKENS} tokens after a prompt of T − {NEW_TOKENS}, ÷ {NEW_TOKENS}"
+            ),
+            "with the cache, the prompt's prefill included; without it, the whole window computed again for each token".to_string(),
+        ],
+        Lang::ZhCn => [
+            format!(
+                "每个点：在 T − {NEW_TOKENS} 个词元的提示之后写出 {NEW_TOKENS} 个词元的时间 ÷ {NEW_TOKENS}"
+            ),
+            "有缓存时含提示的预填充；无缓存时，每个词元都重新计算整个窗口".to_string(),
+        ],
+    };
+    let machine = record.machine.as_deref().map(|m| machine(lang, m));
+    let ran = [
+        lang.pick("one thread", "单线程").to_string(),
+        machine.unwrap_or_default(),
+        record.command(1).unwrap_or_default(),
+    ];
+    let ran: Vec<String> = ran.into_iter().filter(|w| !w.is_empty()).collect();
+    (how, ran.join(lang.pick("; ", "；")))
+}
+
 /// `s7_cache_speed.svg`: the time per token against T at one thread, log-log, a solid line per
 /// variant with the cache and the full model's dashed line without it; `None` when the record has
 /// no such timings.
@@ -336,25 +383,10 @@ fn speed_chart(lang: Lang, record: &Record) -> Option<Figure> {
             .filter_map(|&t| record.find(t, name, cached, 1));
         at.map(|m| (m.context as f64, m.ms_per_token)).collect()
     };
-    let with = lang.pick("with the cache", "有缓存");
-    let without = lang.pick("without the cache", "无缓存");
-    let comma = lang.pick(", ", "，");
-    // Each line: the variant, with the cache or without it, and its colour.
-    let colours = names
-        .iter()
-        .enumerate()
-        .map(|(n, _)| COLOURS[n % COLOURS.len()]);
-    let cached = names
-        .iter()
-        .zip(colours)
-        .map(|(&name, colour)| (name, true, colour));
-    let lines: Vec<(&str, bool, &str)> = cached.chain([("full", false, DASHED_BLUE)]).collect();
+    let lines = speed_lines(&names);
     let labels: Vec<String> = lines
         .iter()
-        .map(|&(name, cached, _)| {
-            let way = if cached { with } else { without };
-            format!("{}{comma}{way}", variant_name(lang, name))
-        })
+        .map(|&(name, cached, _)| speed_label(lang, name, cached))
         .collect();
     let series: Vec<Series> = lines
         .iter()
@@ -379,37 +411,12 @@ fn speed_chart(lang: Lang, record: &Record) -> Option<Figure> {
         (first, last)
     };
     let y_ticks = decades(low, high);
-    let title = lang.pick(
-        "Stage 7: the time per token with the KV cache and without it, as the context grows",
-        "第 7 阶段：有 KV 缓存与无缓存时每个词元的时间，随上下文增长",
-    );
-    let how = match lang {
-        Lang::En => [
-            format!(
-                "each point: the time to write {NEW_TOKENS} tokens after a prompt of T − {NEW_TOKENS}, ÷ {NEW_TOKENS}"
-            ),
-            "with the cache, the prompt's prefill included; without it, the whole window computed again for each token".to_string(),
-        ],
-        Lang::ZhCn => [
-            format!(
-                "每个点：在 T − {NEW_TOKENS} 个词元的提示之后写出 {NEW_TOKENS} 个词元的时间 ÷ {NEW_TOKENS}"
-            ),
-            "有缓存时含提示的预填充；无缓存时，每个词元都重新计算整个窗口".to_string(),
-        ],
-    };
-    let ran = [
-        lang.pick("one thread", "单线程").to_string(),
-        record
-            .machine
-            .as_deref()
-            .map(|m| machine(lang, m))
-            .unwrap_or_default(),
-        record.command(1).unwrap_or_default(),
-    ];
-    let ran: Vec<String> = ran.into_iter().filter(|w| !w.is_empty()).collect();
-    let ran = ran.join(lang.pick("; ", "；"));
+    let (how, ran) = speed_notes(lang, record);
     let chart = LineChart {
-        title,
+        title: lang.pick(
+            "Stage 7: the time per token with the KV cache and without it, as the context grows",
+            "第 7 阶段：有 KV 缓存与无缓存时每个词元的时间，随上下文增长",
+        ),
         style: CACHE_CHART,
         x: Axis {
             name: lang.pick("T, the context (log scale)", "T：上下文长度（对数刻度）"),

@@ -31,7 +31,6 @@ use crate::s5_gpt::train::Estimate;
 use crate::{BookSeeds, Error};
 
 pub mod ablation;
-pub mod attention;
 pub mod cache;
 mod chart;
 pub mod colours;

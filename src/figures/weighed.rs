@@ -118,6 +118,23 @@ fn loss_points(lang: Lang, weighed: &str) -> Vec<(String, f64, f64)> {
     variants().iter().filter_map(point).collect()
 }
 
+/// A dot for each variant at `at`, named with its loss: to the right of its dot, or below it where
+/// the name would cross another dot.
+fn dots(svg: &mut String, points: &[(String, f64, f64)], at: &[(f64, f64)]) {
+    for ((name, _, loss), &(px, py)) in points.iter().zip(at) {
+        dot(svg, (px, py), 5.0, BLUE);
+        let label = format!("{name}: {loss:.4}");
+        let reach = px + 7.0 * label.chars().count() as f64;
+        let crossed = at
+            .iter()
+            .any(|&(qx, qy)| qx > px && qx < reach && (qy - py).abs() < 14.0);
+        match crossed {
+            false => text(svg, (px + 9.0, py + 4.0), "start", 12, "black", &label),
+            true => text(svg, (px, py + 20.0), "middle", 12, "black", &label),
+        }
+    }
+}
+
 /// `s7_weighed.svg`: each variant's test loss after the two epochs against what a token adds to its
 /// cache, a dot and a name each: further down is a better model, further left a smaller cache.
 pub fn chart(lang: Lang, weighed: &str) -> Figure {
@@ -159,19 +176,7 @@ pub fn chart(lang: Lang, weighed: &str) -> Figure {
         );
     }
     let at: Vec<(f64, f64)> = points.iter().map(|p| (x(p.1), y(p.2))).collect();
-    for ((name, _, loss), &(px, py)) in points.iter().zip(&at) {
-        dot(&mut svg, (px, py), 5.0, BLUE);
-        let label = format!("{name}: {loss:.4}");
-        // A name runs to the right of its dot, or below it where it would cross another dot.
-        let reach = px + 7.0 * label.chars().count() as f64;
-        let crossed = at
-            .iter()
-            .any(|&(qx, qy)| qx > px && qx < reach && (qy - py).abs() < 14.0);
-        match crossed {
-            false => text(&mut svg, (px + 9.0, py + 4.0), "start", 12, "black", &label),
-            true => text(&mut svg, (px, py + 20.0), "middle", 12, "black", &label),
-        }
-    }
+    dots(&mut svg, &points, &at);
     let (x_name, y_name, words) = match lang {
         Lang::En => (
             "KV cache, bytes a token adds (2 layers, float32)",

@@ -9,6 +9,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::backend::Op;
+use super::error::GptError;
 use super::flash::{AttentionForm, FlashForm};
 use super::latent::{Latent, rotary_width};
 use super::model::{FeedForward, Linear, Model, attention_scale, embedding_table};
@@ -110,6 +112,18 @@ impl Architecture {
         match (self.latent, self.rope) {
             (Some(_), true) => attention_scale(d + rotary_width(d)),
             _ => attention_scale(d),
+        }
+    }
+
+    /// What no model can be built with: a window of no key, or a window with a FlashAttention
+    /// node, whose tiles mask only the future (the window is masked on the naive graph).
+    pub fn check(&self) -> Result<(), GptError> {
+        match (self.window, self.attention.flash()) {
+            (Some(0), _) => Err(GptError::EmptyWindow),
+            (Some(_), Some(_)) => Err(GptError::WindowInFlashNode {
+                form: self.attention.name(),
+            }),
+            _ => Ok(()),
         }
     }
 
@@ -219,6 +233,10 @@ impl Attention {
         form: FlashForm,
         masks: Option<&mut NumpyRandom>,
     ) -> NodeId {
+        assert!(
+            self.window.is_none(),
+            "Architecture::check refuses a window here"
+        );
         let settings = (self.scale, self.mask_value);
         let context = match masks.filter(|_| self.dropout > 0.0) {
             Some(rng) => {
@@ -445,9 +463,8 @@ impl Block {
 impl Block {
     /// The tutorial's block: its attention-out, ff-in and ff-out weights, drawn in that order.
     fn new(tape: &mut Tape, rng: &mut NumpyRandom, c: usize, arch: Architecture) -> Self {
-        let d = arch
-            .head_dim(c)
-            .expect("the heads divide C (Architecture::check)");
+        let d = arch.head_dim(c).expect("the heads divide C");
+        arch.check().expect("a model Architecture::check accepts");
         Block {
             attn: Attention {
                 qkv: None,
@@ -674,3 +691,28 @@ impl Gpt {
         out
     }
 }
+
+// ANCHOR: attention_maps
+/// The attention weights of every head of every block of `model` on one sequence of tokens `ids`
+/// (at most T): for block b and head h, `maps[b][h]` is a (T, T) matrix, row-major, row i holding
+/// token i's weights over the tokens 0..=i. They are the softmax nodes of the graph, one per block,
+/// in order.
+pub fn attention_maps(model: &Gpt, tape: &mut Tape, ids: &[usize]) -> Vec<Vec<Vec<f32>>> {
+    tape.reset();
+    model.forward(tape, ids, 1, None); // (1, T, V)
+    let t = ids.len();
+    let maps = (0..tape.len())
+        .map(NodeId)
+        .filter(|&id| matches!(tape.op(id), Op::Softmax { .. }))
+        .map(|id| {
+            tape.value(id)
+                .data
+                .chunks(t * t)
+                .map(<[f32]>::to_vec)
+                .collect()
+        }) // (H, T, T)
+        .collect();
+    tape.reset();
+    maps
+}
+// ANCHOR_END: attention_maps

@@ -63,6 +63,16 @@ pub enum GptError {
         "the loss became {loss} at step {step}: training diverged; lower the learning rate (it is {lr:e}) and train again"
     )]
     LossNotFinite { step: usize, loss: f32, lr: f64 },
+
+    #[error(
+        "a sliding window is masked on the naive graph, and the {form} FlashAttention node masks only the future; use the naive graph or no window"
+    )]
+    WindowInFlashNode { form: &'static str },
+
+    #[error(
+        "a window of 0 keys leaves a character nothing to attend to; use a window of 1 or more"
+    )]
+    EmptyWindow,
 }
 
 /// `'é', '€'`: characters as a reader would type them, in order of first appearance; past ten, the

@@ -7,7 +7,7 @@
 //! Two forms, each a forward pass with its backward pass right below it, as in [`super::ops`]:
 //!
 //! - **tiled**, FlashAttention-2 ([`tiled_forward`], [`tiled_backward`]): queries in blocks of Br,
-//!   keys and values in tiles of Bc (stage 6's [`Tiles`]), a running maximum m and sum ℓ per row;
+//!   keys and values in tiles of Bc ([`Tiles`], stage 6's picture), a running maximum m and sum ℓ per row;
 //!   the forward pass keeps only the output O and each row's log-sum-exp m + ln ℓ, and the backward
 //!   pass recomputes each tile's weights from it. Equal to the naive graph up to rounding.
 //! - **exact** ([`exact_forward`], [`exact_backward`]): the naive graph's very bits, one row of T
@@ -28,7 +28,59 @@ use serde::{Deserialize, Serialize};
 use super::ops::{self, dot};
 use super::tensor::{NodeId, Tensor};
 use crate::rng::numpy::NumpyRandom;
-use crate::s6_flash::Tiles;
+
+// ANCHOR: tiles
+/// How the (T, T) matrix of scores is cut: queries in blocks of `br` rows, keys and values in tiles
+/// of `bc` rows. The last block and the last tile may be shorter, so neither needs to divide T.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tiles {
+    /// Br, the queries of one block.
+    pub br: usize,
+    /// Bc, the keys (and values) of one tile.
+    pub bc: usize,
+}
+
+impl Tiles {
+    /// Blocks of `br` queries and tiles of `bc` keys. Panics if either is 0.
+    pub fn new(br: usize, bc: usize) -> Self {
+        assert!(br > 0 && bc > 0, "a block and a tile hold at least one row");
+        Tiles { br, bc }
+    }
+
+    /// The query blocks of `t` tokens, in order.
+    pub fn query_blocks(&self, t: usize) -> impl Iterator<Item = Range<usize>> {
+        blocks(t, self.br)
+    }
+
+    /// The key tiles that query block `rows` must see: those that start at or before its last
+    /// query, the last of them cut at that query (a later key is masked for every row of the
+    /// block). Every later tile lies entirely above the diagonal (each of its keys comes after each
+    /// of the block's queries), so it is skipped, not computed and masked.
+    pub fn visible_key_tiles(&self, rows: &Range<usize>) -> impl Iterator<Item = Range<usize>> {
+        blocks(rows.end, self.bc)
+    }
+
+    /// (computed, skipped): how many of the ⌈T/Br⌉ · ⌈T/Bc⌉ tiles a causal pass over `t` tokens
+    /// computes, and how many it skips.
+    pub fn count(&self, t: usize) -> (usize, usize) {
+        let computed = self
+            .query_blocks(t)
+            .map(|rows| self.visible_key_tiles(&rows).count())
+            .sum();
+        (
+            computed,
+            t.div_ceil(self.br) * t.div_ceil(self.bc) - computed,
+        )
+    }
+}
+
+/// `0..n` cut into ranges of `size`, the last one shorter.
+pub(crate) fn blocks(n: usize, size: usize) -> impl Iterator<Item = Range<usize>> {
+    (0..n)
+        .step_by(size)
+        .map(move |start| start..n.min(start + size))
+}
+// ANCHOR_END: tiles
 
 // ANCHOR: attention_form
 /// How a model's attention is computed: the naive graph of six ops, or one FlashAttention node in

@@ -5,7 +5,7 @@
 //! Keys and values are not projected from x directly. x is first squeezed to a latent c, L wide,
 //! the only thing the KV cache keeps of a token; W_key and W_value unfold each head's keys and
 //! values from c. RoPE cannot go through that squeeze (its angle depends on the position, so it
-//! would have to be unfolded again for every key), so with `--rope` a small rotary part is put
+//! would have to be unfolded again for every key), so with rotary positions a small rotary part is put
 //! beside each query and key instead: DeepSeek's decoupled RoPE, R = D/2 wide, its key shared by
 //! every head and cached beside c.
 //!
@@ -26,8 +26,8 @@ use crate::rng::numpy::NumpyRandom;
 pub struct Latent {
     /// W_DKV, C → L: the latent c, which W_key and W_value (L → H·D) unfold.
     pub down: Linear,
-    /// With `--rope`, W_QR (C → H·R) and W_KR (C → R): a rotary part for each head's query, and
-    /// one rotary key for all the heads.
+    /// With rotary positions (`Architecture::rope`), W_QR (C → H·R) and W_KR (C → R): a rotary
+    /// part for each head's query, and one rotary key for all the heads.
     pub rotary: Option<[Linear; 2]>,
     /// H, the heads the rotary queries split into.
     pub heads: usize,

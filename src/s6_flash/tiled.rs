@@ -20,58 +20,8 @@ use std::ops::Range;
 use ndarray::linalg::general_mat_mul;
 use ndarray::{Array1, Array2, ArrayView2, s};
 
-// ANCHOR: tiles
-/// How the (T, T) matrix of scores is cut: queries in blocks of `br` rows, keys and values in tiles
-/// of `bc` rows. The last block and the last tile may be shorter, so neither needs to divide T.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Tiles {
-    /// Br, the queries of one block.
-    pub br: usize,
-    /// Bc, the keys (and values) of one tile.
-    pub bc: usize,
-}
-
-impl Tiles {
-    /// Blocks of `br` queries and tiles of `bc` keys. Panics if either is 0.
-    pub fn new(br: usize, bc: usize) -> Self {
-        assert!(br > 0 && bc > 0, "a block and a tile hold at least one row");
-        Tiles { br, bc }
-    }
-
-    /// The query blocks of `t` tokens, in order.
-    pub fn query_blocks(&self, t: usize) -> impl Iterator<Item = Range<usize>> {
-        blocks(t, self.br)
-    }
-
-    /// The key tiles that query block `rows` must see: those that start at or before its last
-    /// query, the last of them cut at that query (a later key is masked for every row of the
-    /// block). Every later tile lies entirely above the diagonal (each of its keys comes after each
-    /// of the block's queries), so it is skipped, not computed and masked.
-    pub fn visible_key_tiles(&self, rows: &Range<usize>) -> impl Iterator<Item = Range<usize>> {
-        blocks(rows.end, self.bc)
-    }
-
-    /// (computed, skipped): how many of the ⌈T/Br⌉ · ⌈T/Bc⌉ tiles a causal pass over `t` tokens
-    /// computes, and how many it skips.
-    pub fn count(&self, t: usize) -> (usize, usize) {
-        let computed = self
-            .query_blocks(t)
-            .map(|rows| self.visible_key_tiles(&rows).count())
-            .sum();
-        (
-            computed,
-            t.div_ceil(self.br) * t.div_ceil(self.bc) - computed,
-        )
-    }
-}
-
-/// `0..n` cut into ranges of `size`, the last one shorter.
-pub(super) fn blocks(n: usize, size: usize) -> impl Iterator<Item = Range<usize>> {
-    (0..n)
-        .step_by(size)
-        .map(move |start| start..n.min(start + size))
-}
-// ANCHOR_END: tiles
+pub use crate::s5_gpt::flash::Tiles;
+pub(super) use crate::s5_gpt::flash::blocks;
 
 /// How many bytes a float32 takes.
 const F32: usize = std::mem::size_of::<f32>();

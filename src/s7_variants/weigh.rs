@@ -12,8 +12,7 @@ use std::io::Write;
 use super::bench::short_name;
 use super::kv::KvShape;
 use super::variants;
-use crate::figures::ablation::Variant;
-use crate::s5_gpt::app::ablation::measure;
+use crate::s5_gpt::app::ablation::measure_architecture;
 use crate::s5_gpt::app::error::ToolError;
 use crate::s5_gpt::beyond::Architecture;
 
@@ -48,13 +47,7 @@ pub fn run<W: Write>(
     progress: bool,
 ) -> Result<(), ToolError> {
     for (name, arch) in variants() {
-        let variant = Variant {
-            name: name.to_string(),
-            name_zh: name.to_string(),
-            flags: flags(&arch),
-            architecture: arch,
-        };
-        let (_, m) = measure(&variant, max_steps, progress)?;
+        let (_, m) = measure_architecture((name, flags(&arch)), arch, max_steps, progress)?;
         writeln!(
             out,
             "variant={} steps={} parameters={} train_loss={:.4} test_loss={:.4} ms_per_step={:.3} kv_bytes_per_token={}",

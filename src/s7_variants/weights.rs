@@ -1,14 +1,13 @@
 //! What each variant's first block attends to, for a prompt: which keys each query may see (the
-//! mask), and each head's weights. `cargo run --example s7_variants -- --weights PROMPT` prints
-//! them for every variant of [`variants`](super::variants) (one with `--variant NAME`), and the
-//! chapter's panel draws them.
+//! mask), and each head's weights, for every variant of [`variants`](super::variants) or one of
+//! them; the example prints them and the chapter's panel draws them.
 //!
 //! The model is the chapter's ([`chapter_model`](super::chapter_model)), its weights as drawn from
 //! `np.random.seed(42)`, untrained: the masks are the variants' own, and the weights show how each
 //! variant shares, bands and turns its heads before any training has shaped them.
 
-use crate::figures::attention::attention_maps;
 use crate::s5_gpt::beyond::Architecture;
+use crate::s5_gpt::beyond::attention_maps;
 use crate::s5_gpt::ops::{MASK_VALUE, tril_forward};
 use crate::s5_gpt::tape::Tape;
 use crate::s5_gpt::variants::window_forward;

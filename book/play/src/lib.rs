@@ -764,7 +764,7 @@ impl Sampler {
         let model = self.saved.model(&mut tape, &mut NumpyRandom::seed(0));
         let window = &ids[ids.len().saturating_sub(model.config.context_size)..];
         let maps =
-            attention_from_scratch::figures::attention::attention_maps(&model, &mut tape, window); // [block][head][T·T]
+            attention_from_scratch::s5_gpt::beyond::attention_maps(&model, &mut tape, window); // [block][head][T·T]
         let t = window.len();
         let maps: Vec<Vec<Vec<&[f32]>>> = maps
             .iter()

@@ -12,9 +12,9 @@ use std::time::Instant;
 
 use super::config::Config;
 use super::progress::Progress;
-use crate::figures;
 use crate::figures::ablation::{MaskZero, Measured, SAMPLE_LEN, Variant};
 use crate::s5_gpt::app::error::ToolError;
+use crate::s5_gpt::beyond::Architecture;
 use crate::s5_gpt::ops::MASK_VALUE;
 use crate::s5_gpt::train::{Recipe, Trainer};
 
@@ -25,6 +25,23 @@ pub const TRAIN_WINDOW: usize = 1000;
 fn recent_mean(losses: &[f32]) -> f64 {
     let recent = &losses[losses.len().saturating_sub(TRAIN_WINDOW)..];
     recent.iter().map(|&l| f64::from(l)).sum::<f64>() / recent.len().max(1) as f64
+}
+
+/// [`measure`] for a model of `architecture` that the ablation's tables do not name: stage 7's
+/// variants, named by `name` and the `flags` that train it.
+pub fn measure_architecture(
+    (name, flags): (&str, String),
+    architecture: Architecture,
+    max_steps: Option<usize>,
+    progress: bool,
+) -> Result<(Trainer, Measured), ToolError> {
+    let variant = Variant {
+        name: name.to_string(),
+        name_zh: name.to_string(),
+        flags,
+        architecture,
+    };
+    measure(&variant, max_steps, progress)
 }
 
 /// Trains `variant` with the tutorial's recipe for `max_steps` (the two epochs if `None`), then
@@ -103,7 +120,7 @@ pub fn mask_value_0(
 /// and head h, a (T, T) matrix, row i holding character i's weights over the characters 0..=i.
 pub fn attention_maps(trainer: &mut Trainer, line: &str) -> Result<Vec<Vec<Vec<f32>>>, ToolError> {
     let ids = trainer.dataset.encode(line)?;
-    Ok(figures::attention::attention_maps(
+    Ok(crate::s5_gpt::beyond::attention_maps(
         &trainer.model,
         &mut trainer.tape,
         &ids,

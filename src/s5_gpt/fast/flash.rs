@@ -40,9 +40,9 @@ use std::ops::Range;
 use super::exp_is_zero;
 use super::kernels::{self, Piece, vectorised};
 use super::team;
+use crate::s5_gpt::flash::Tiles;
 use crate::s5_gpt::flash::{Causal, FlashForm, FlashNode, key_tiles, masked_keys};
 use crate::s5_gpt::tensor::Tensor;
-use crate::s6_flash::Tiles;
 
 /// Query rows per group: one per lane of a sixteen-wide vector (one AVX-512 register, two AVX2
 /// ones).

@@ -33,11 +33,13 @@ pub fn run(args: TrainArgs, out: &mut impl Write, stop: &AtomicBool) -> Result<O
     };
     SAVE_EVERY.check(args.save_every)?;
     warn_about_corpus(&cfg);
-    let save = save_folder(&args)?;
     cfg.with_threads(|| {
         let mut trainer = cfg.trainer()?;
         if let Some(saved) = &resumed {
             same_run(&trainer, &cfg, saved)?;
+        }
+        let save = save_folder(&args)?; // after every check: a refusal writes nothing
+        if let Some(saved) = &resumed {
             saved.train_state()?.restore(&mut trainer);
             writeln!(
                 out,
@@ -130,8 +132,9 @@ fn train_steps(
 }
 // ANCHOR_END: train
 
-/// Where `train` saves: `--save`, or else the `--resume` folder. The folder is made now (so that a
-/// bad path fails before training), and one holding another run's checkpoint is refused unless
+/// Where `train` saves: `--save`, or else the `--resume` folder. The folder is made after the run's
+/// checks and before its first step (so that a bad path fails before training, and a refused run
+/// leaves nothing behind), and one holding another run's checkpoint is refused unless
 /// `--overwrite`.
 fn save_folder(args: &TrainArgs) -> Result<Option<PathBuf>, ToolError> {
     let Some(dir) = args.save.as_ref().or(args.resume.as_ref()) else {
