@@ -12,6 +12,7 @@ use attention_from_scratch::s5_gpt::cache::{GptCache, generate_cached};
 use attention_from_scratch::s5_gpt::fast::{Fast, team};
 use attention_from_scratch::s5_gpt::flash::AttentionForm;
 use attention_from_scratch::s5_gpt::generate::{Sampling, generate, last_row};
+use attention_from_scratch::s5_gpt::rolling::{RollingCache, generate_rolling, reach};
 use attention_from_scratch::s5_gpt::{CharDataset, Gpt, GptConfig, Tape, Tensor};
 use attention_from_scratch::s7_variants::{
     self, KvShape, gigabytes, kv_head_of_each_query_head, rasbt_examples, turned_score, weigh,
@@ -837,4 +838,154 @@ fn the_weights_bad_input_is_one_line() {
             assert!(!msg.trim_end().contains('\n'), "{args:?}: {msg}");
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The rolling cache: generation past the context, under the band mask.
+// ---------------------------------------------------------------------------------------------------
+
+/// Models that roll: rotary positions and a window, with grouped heads, latent attention, one head.
+fn rolling_cases() -> Vec<(&'static str, Architecture)> {
+    let full = Architecture {
+        rope: true,
+        window: Some(5),
+        ..Architecture::everything(4, 0.0)
+    };
+    vec![
+        ("RoPE + SWA, W = 5", full),
+        (
+            "GQA, K = 2, RoPE + SWA, W = 3",
+            Architecture {
+                kv_heads: Some(2),
+                window: Some(3),
+                ..full
+            },
+        ),
+        (
+            "MLA + RoPE + SWA, W = 4",
+            Architecture {
+                latent: Some(16),
+                window: Some(4),
+                ..full
+            },
+        ),
+        (
+            "one head, q = k = v = x, RoPE + SWA, W = 6",
+            Architecture {
+                rope: true,
+                window: Some(6),
+                ..Architecture::default()
+            },
+        ),
+    ]
+}
+
+/// A model of `arch` with a context of 16 on `tape`, 2 blocks 32 wide, and 4 contexts of tokens.
+fn rolling_model(tape: &mut Tape, arch: Architecture) -> (Gpt, Vec<usize>) {
+    let data = CharDataset::from_text(s7_variants::LINE, 1, 16);
+    let config = GptConfig {
+        vocab_size: data.vocab_size(),
+        context_size: 16,
+        embedding_size: 32,
+        blocks: 2,
+        architecture: arch,
+    };
+    let model = Gpt::new(tape, &mut NumpyRandom::seed(42), config);
+    let line = data.encode(s7_variants::LINE).unwrap();
+    let ids = line.iter().copied().cycle().take(4 * 16).collect();
+    (model, ids)
+}
+
+/// The logits (n, V) of `ids` after `cache`, as a vector.
+fn rolled(tape: &mut Tape, model: &Gpt, ids: &[usize], cache: &mut RollingCache) -> Vec<f32> {
+    tape.reset();
+    let logits = model.forward_rolling(tape, ids, cache);
+    tape.value(logits).data.clone()
+}
+
+#[test]
+fn rolling_is_the_naive_graph_where_every_row_sums_alike() {
+    // Below 8 values NumPy's pairwise sum adds one by one, so a row's masked zeros change nothing:
+    // the naive graph with its band mask and the band's own softmax give the same bits.
+    for (name, arch) in rolling_cases() {
+        let mut tape = Tape::new();
+        let (model, ids) = rolling_model(&mut tape, arch);
+        for l in 1..8 {
+            let naive = model.forward(&mut tape, &ids[..l], 1, None);
+            let naive = tape.value(naive).data.clone();
+            let rolling = rolled(&mut tape, &model, &ids[..l], &mut RollingCache::default());
+            assert_eq!(rolling, naive, "{name}, L = {l}");
+        }
+    }
+}
+
+#[test]
+fn the_rolling_cache_is_recomputation_under_the_band_over_four_contexts() {
+    for (name, arch) in rolling_cases() {
+        let window = arch.window.unwrap();
+        let whole_on = |tape: &mut Tape| {
+            let (model, ids) = rolling_model(tape, arch);
+            let whole = rolled(tape, &model, &ids, &mut RollingCache::default()); // (64, V)
+            (model, ids, whole)
+        };
+        let (_, _, lesson) = whole_on(&mut Tape::new());
+        for threads in [1, 2] {
+            team::with_team(threads, || {
+                let tape = &mut Tape::with_backend(Box::new(Fast::new()));
+                let (model, ids, whole) = whole_on(tape);
+                assert!(
+                    whole == lesson,
+                    "{name}: fast = lesson, {threads} thread(s)"
+                );
+                let v = whole.len() / ids.len();
+                let row = |p: usize| &whole[p * v..][..v];
+                // One token at a time after a prefill of 5; the rings never hold more than W.
+                let mut cache = RollingCache::default();
+                assert_eq!(rolled(tape, &model, &ids[..5], &mut cache), whole[..5 * v]);
+                for p in 5..ids.len() {
+                    let step = rolled(tape, &model, &ids[p..=p], &mut cache);
+                    assert!(step == row(p), "{name}: step at {p}, {threads} thread(s)");
+                    let kept = cache.layers.iter().flatten().map(|ring| ring.len());
+                    assert!(kept.max() == Some(window), "{name}: W rows kept");
+                }
+                // A prompt in pieces: the same bits as one prefill.
+                let mut cache = RollingCache::default();
+                let mut chunked = vec![];
+                for piece in [3, 1, 9, 17, 34] {
+                    let at = cache.len;
+                    chunked.extend(rolled(tape, &model, &ids[at..at + piece], &mut cache));
+                }
+                assert!(chunked == whole, "{name}: chunked prefill");
+                // Without a cache: the last n·(W − 1) + 1 tokens, at their positions.
+                for p in [0usize, 9, 31, 63] {
+                    let start = (p + 1).saturating_sub(reach(2, window));
+                    let fresh = &mut RollingCache::at(start);
+                    let again = rolled(tape, &model, &ids[start..=p], fresh);
+                    assert!(again[again.len() - v..] == *row(p), "{name}: reach at {p}");
+                }
+            })
+            .unwrap();
+        }
+    }
+}
+
+#[test]
+fn rolling_generation_with_and_without_the_cache_is_one_sample() {
+    for (name, arch) in rolling_cases() {
+        let mut tape = Tape::new();
+        let (model, _) = rolling_model(&mut tape, arch);
+        assert!(model.rolls(), "{name} rolls");
+        let data = CharDataset::from_text(s7_variants::LINE, 1, 16);
+        let mut run = |cached| {
+            let rng = &mut NumpyRandom::seed(7);
+            let sampling = Sampling::default();
+            generate_rolling(&mut tape, &model, &data, "Romeo", 80, rng, sampling, cached).unwrap()
+        };
+        let (cached, recomputed) = (run(true), run(false));
+        assert_eq!(cached.chars().count(), 85, "{name}: 5 × the context");
+        assert_eq!(cached, recomputed, "{name}");
+    }
+    let mut tape = Tape::new();
+    let (table, _) = rolling_model(&mut tape, Architecture::everything(4, 0.0));
+    assert!(!table.rolls(), "a position table cannot roll");
 }

@@ -30,6 +30,7 @@
 //! | [`baseline`] | (not in the tutorial) a bigram model, the yardstick of the held-out curve |
 //! | [`beyond`] | (not in the tutorial) the sequel's model: [`beyond::Gpt`] |
 //! | [`cache`] | (not in the tutorial) stage 7's KV cache of the sequel's model, and generation with it |
+//! | [`rolling`] | (not in the tutorial) stage 7's rolling cache: a window of W keys per block in a ring, generation past the context |
 //! | [`variants`] | (not in the tutorial) stage 7's ops: grouped-query heads, the sliding window, rotary positions |
 //!
 //! [`beyond::Gpt`] is the same model with an [`beyond::Architecture`], which adds back what the
@@ -73,6 +74,7 @@ pub mod latent;
 pub mod model;
 pub mod ops;
 pub mod optim;
+pub mod rolling;
 pub mod tape;
 pub mod tensor;
 pub mod train;

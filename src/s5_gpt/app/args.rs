@@ -406,7 +406,9 @@ pub struct GenerateArgs {
     #[arg(long, help_heading = "Sampling")]
     pub probs: bool,
     /// Compute the whole window again for every character, as the chapter does, instead of keeping
-    /// each block's keys and values (stage 7's KV cache); the sample is the same
+    /// each block's keys and values (stage 7's KV cache); the sample is the same. A model with
+    /// --rope and --window rolls past its context: without the cache it computes again the last
+    /// blocks·(W − 1) + 1 characters at their positions
     #[arg(long, help_heading = "Sampling")]
     pub no_cache: bool,
     #[command(flatten)]

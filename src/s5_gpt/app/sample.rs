@@ -12,6 +12,7 @@ use crate::s5_gpt::cache::generate_cached;
 use crate::s5_gpt::data::CharDataset;
 use crate::s5_gpt::error::GptError;
 use crate::s5_gpt::generate::{Sampling, generate, next_char_probabilities};
+use crate::s5_gpt::rolling::generate_rolling;
 use crate::s5_gpt::tape::Tape;
 
 /// Temperatures outside these make no sense to sample with: below, logits divided by it overflow
@@ -43,9 +44,17 @@ pub fn sample(saved: &Checkpoint, args: &GenerateArgs) -> Result<String, ToolErr
         let mut rng = NumpyRandom::seed(args.seed);
         let model = saved.model(&mut tape, &mut rng);
         let (prompt, len) = (&args.sample.prompt, args.sample.sample_len);
-        let run: Generate = match args.no_cache {
-            true => generate,
-            false => generate_cached, // stage 7: the same characters, sooner
+        let cached = !args.no_cache;
+        if model.rolls() {
+            // Stage 7's rolling cache: RoPE and a window, as far past the context as asked.
+            let v = &vocabulary;
+            return Ok(generate_rolling(
+                &mut tape, &model, v, prompt, len, &mut rng, sampling, cached,
+            )?);
+        }
+        let run: Generate = match cached {
+            false => generate,
+            true => generate_cached, // stage 7: the same characters, sooner
         };
         let sample = run(
             &mut tape,
