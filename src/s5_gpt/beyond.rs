@@ -561,6 +561,22 @@ impl Gpt {
         self.head.forward(tape, x) // (B, T, V)
     }
 
+    /// Logits (1, n, V) of the n tokens `ids` at positions `position`.., with block b's attention
+    /// computed by `attend(b, attention, tape, h)`: how stage 7's caches run the model.
+    pub fn forward_from(
+        &self,
+        tape: &mut Tape,
+        ids: &[usize],
+        position: usize,
+        mut attend: impl FnMut(usize, &Attention, &mut Tape, NodeId) -> NodeId,
+    ) -> NodeId {
+        let mut x = self.embed(tape, ids, 1, position); // (1, n, C)
+        for (b, block) in self.blocks.iter().enumerate() {
+            x = block.forward_with(tape, x, |attn, tape, h| attend(b, attn, tape, h)); // (1, n, C)
+        }
+        self.output(tape, x) // (1, n, V)
+    }
+
     /// `GPTEmbedding` for tokens at positions `offset`..: each token's row plus its position's, or,
     /// with RoPE, the token's row alone (the attention places it).
     pub fn embed(&self, tape: &mut Tape, ids: &[usize], batch: usize, offset: usize) -> NodeId {

@@ -167,17 +167,13 @@ impl Gpt {
     /// whole window into an empty cache, then one token at a time.
     pub fn forward_cached(&self, tape: &mut Tape, ids: &[usize], cache: &mut GptCache) -> NodeId {
         let position = cache.len;
-        cache
-            .layers
-            .resize(self.blocks.len(), LayerCache::default());
-        let mut x = self.embed(tape, ids, 1, position); // (1, n, C)
-        for (block, layer) in self.blocks.iter().zip(&mut cache.layers) {
-            x = block.forward_with(tape, x, |attn, tape, h| {
-                attn.forward_cached(tape, h, layer, position) // (1, n, C)
-            });
-        }
+        let layers = &mut cache.layers;
+        layers.resize(self.blocks.len(), LayerCache::default());
+        let logits = self.forward_from(tape, ids, position, |b, attn, tape, h| {
+            attn.forward_cached(tape, h, &mut layers[b], position) // (1, n, C)
+        }); // (1, n, V)
         cache.len += ids.len();
-        self.output(tape, x) // (1, n, V)
+        logits
     }
 }
 // ANCHOR_END: gpt_cache
@@ -194,16 +190,12 @@ impl Gpt {
         cache: &mut GptCache,
         absorbed: &[Absorbed],
     ) -> NodeId {
-        let position = cache.len;
-        let mut x = self.embed(tape, &[id], 1, position); // (1, 1, C)
-        let layers = cache.layers.iter_mut().zip(absorbed);
-        for (block, (layer, absorbed)) in self.blocks.iter().zip(layers) {
-            x = block.forward_with(tape, x, |attn, tape, h| {
-                attn.forward_absorbed(tape, h, layer, position, absorbed) // (1, 1, C)
-            });
-        }
+        let (position, layers) = (cache.len, &mut cache.layers);
+        let logits = self.forward_from(tape, &[id], position, |b, attn, tape, h| {
+            attn.forward_absorbed(tape, h, &mut layers[b], position, &absorbed[b]) // (1, 1, C)
+        }); // (1, 1, V)
         cache.len += 1;
-        self.output(tape, x) // (1, 1, V)
+        logits
     }
 
     /// Each block's latent attention with its up-projections folded away ([`absorb`]); `None`

@@ -216,16 +216,13 @@ impl Gpt {
         ids: &[usize],
         cache: &mut RollingCache,
     ) -> NodeId {
-        let position = cache.len;
-        cache.layers.resize_with(self.blocks.len(), Vec::new);
-        let mut x = self.embed(tape, ids, 1, position); // (1, n, C)
-        for (block, rings) in self.blocks.iter().zip(&mut cache.layers) {
-            x = block.forward_with(tape, x, |attn, tape, h| {
-                attn.forward_rolling(tape, h, rings, position) // (1, n, C)
-            });
-        }
+        let (position, layers) = (cache.len, &mut cache.layers);
+        layers.resize_with(self.blocks.len(), Vec::new);
+        let logits = self.forward_from(tape, ids, position, |b, attn, tape, h| {
+            attn.forward_rolling(tape, h, &mut layers[b], position) // (1, n, C)
+        }); // (1, n, V)
         cache.len += ids.len();
-        self.output(tape, x) // (1, n, V)
+        logits
     }
 
     /// Whether the model can roll: rotary positions (no position table to run out of), a window
