@@ -11,6 +11,7 @@
 //! | [`heatmap`] | attention weights as heat maps |
 //! | `chart` | line charts, on linear or log axes: the stage-5 curves and stage 2's scaling |
 //! | `stage1` … `stage7`, [`trained`] | the pictures of each stage's ideas, and of the trained model |
+//! | `stage6_more`, `stage7_more` | stage 6's backward pass and memory traffic, stage 7's latent attention absorbed |
 //! | [`cost`] | stage 6's table and charts of attention's cost as T grows, from a measured record |
 //! | [`weighed`] | stage 7's table and chart of the variants weighed side by side, from two measured records |
 //! | [`cache`] | stage 7's table and chart of what the KV cache saves as T grows, from a measured record |
@@ -43,7 +44,9 @@ mod stage3;
 mod stage4;
 mod stage5;
 mod stage6;
+mod stage6_more;
 mod stage7;
+mod stage7_more;
 pub mod trained;
 pub mod weighed;
 
@@ -174,7 +177,9 @@ pub fn quick_figures(lang: Lang) -> Result<Vec<Figure>, Error> {
     figures.extend(stage4::figures(lang)?);
     figures.extend(stage5::figures(lang)?);
     figures.extend(stage6::figures(lang)?);
+    figures.extend(stage6_more::figures(lang));
     figures.extend(stage7::figures(lang));
+    figures.extend(stage7_more::figures(lang));
     figures.extend(cost::figures(lang, &cost::committed_medians()?));
     figures.extend(cache::figures(lang, &cache::committed_record()?));
     figures.push(weighed::chart(lang, weighed::WEIGHED));

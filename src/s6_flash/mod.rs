@@ -13,6 +13,8 @@
 //!    (`tests/s6_flash.rs` measures it up to T = 4,096 and states the bound).
 //! 4. [`exact`]: the same tiles, in three passes over the keys, that give stage 4's output bit for
 //!    bit; its module docs say why each step is bit-equal.
+//! 5. [`traffic`]: the bytes the naive graph and the tiled forward move between memory and the
+//!    cores, counted by walking their loops: what the tiles save as T grows.
 //!
 //! [`exercises`] holds the solutions of the chapter's exercises.
 //!
@@ -30,6 +32,7 @@ pub mod exercises;
 pub mod heads;
 pub mod online;
 pub mod tiled;
+pub mod traffic;
 
 use std::io::Write;
 
