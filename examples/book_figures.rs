@@ -88,6 +88,9 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         for (file, table) in figures::cache::tables(lang, &figures::cache::committed_record()?) {
             write_generated(&file, &table)?;
         }
+        for (file, table) in figures::rolling::tables(lang, &figures::rolling::committed()?) {
+            write_generated(&file, &table)?;
+        }
     }
     for (file, table) in figures::weighed::committed_tables()? {
         write_generated(&file, &table)?;

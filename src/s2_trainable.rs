@@ -12,7 +12,7 @@
 //! keys changes nothing.
 //!
 //! [`run`] prints the notebook's cells #16–#23 and the exercise as the book prints them, with the
-//! √d_k example after cell #20. Other [`BookSeeds`](crate::BookSeeds) replace 123 and 789.
+//! √d_k example after cell #20. Other [`BookSeeds`] replace 123 and 789.
 
 use std::io::Write;
 

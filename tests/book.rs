@@ -844,3 +844,27 @@ fn committed_cache_table_and_chart_are_drawn_from_the_bench_record() {
         }
     }
 }
+
+#[test]
+fn committed_rolling_table_and_chart_are_drawn_from_their_record() {
+    use attention_from_scratch::figures::committed;
+    use attention_from_scratch::figures::rolling::{self, figures, tables};
+    use attention_from_scratch::lang::Lang;
+    let record = rolling::committed().unwrap();
+    let stale = "is stale; run `cargo run --release --example book_figures -- --quick`";
+    for lang in Lang::ALL {
+        for (file, text) in tables(lang, &record) {
+            let committed = fs::read_to_string(book_src().join("generated").join(&file));
+            assert!(
+                committed.is_ok_and(|c| c == text),
+                "book/src/generated/{file} {stale}"
+            );
+        }
+        let charts = figures(lang, &record);
+        assert_eq!(charts.len(), 1, "the record draws the rolling chart");
+        for figure in charts {
+            let drawn = committed(&figure.file).is_ok_and(|c| c == figure.svg);
+            assert!(drawn, "book/src/img/{} {stale}", figure.file);
+        }
+    }
+}

@@ -292,11 +292,15 @@ mod exercises {
     const L1: usize = 32 * 1024;
 
     #[test]
-    fn the_largest_square_tile_in_a_32_kib_l1_is_35() {
-        assert_eq!(largest_square_tile(L1, 64), 35);
-        assert!(tile_bytes(35, 64) <= L1 && tile_bytes(36, 64) > L1);
-        assert_eq!(tile_bytes(35, 64), 7_945 * 4);
-        assert_eq!(tile_bytes(32, 64), 28 * 1024, "a power of two leaves 4 KiB");
+    fn the_largest_square_tile_in_a_32_kib_l1_is_28() {
+        assert_eq!(largest_square_tile(L1, 64), 28);
+        assert!(tile_bytes(28, 64) <= L1 && tile_bytes(29, 64) > L1);
+        assert_eq!(tile_bytes(28, 64), 7_952 * 4);
+        assert_eq!(
+            tile_bytes(16, 64),
+            17 * 1024,
+            "a power of two leaves 15 KiB"
+        );
     }
 
     /// The formula's counts are the ones the tiled forward returns.

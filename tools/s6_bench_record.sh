@@ -24,8 +24,10 @@ short=${S6_SHORT:-256,1024}
 long=${S6_LONG:-4096,16384}
 
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
+flags=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx|avx2|fma|avx512f|avx512bw|avx512vl|avx512_bf16|amx_tile)$' | paste -sd' ' -)
 echo "# Stage 6's cost of attention as T grows: s6_flash --bench and PyTorch, run alternately."
-echo "# Machine: $cpu, $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB, shared with other jobs."
+echo "# Machine: $cpu, $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB."
+echo "# Vector flags: $flags."
 echo "# PyTorch $("$python" -c 'import torch; print(torch.__version__)'), eager, CPU."
 echo "# Written by: bash tools/s6_bench_record.sh $rounds, from $(date -u '+%Y-%m-%d %H:%M') UTC."
 echo "# Each round, at 1 and at 2 threads:"

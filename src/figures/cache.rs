@@ -11,6 +11,7 @@ use std::fmt::Write as _;
 use super::Figure;
 use super::chart::{Axis, LineChart, POINTS, Scale, Series, Style};
 use super::draw::{BLUE, GREEN, ORANGE, PURPLE, RED, close_svg, note, thousands};
+use super::record::Line;
 use crate::Error;
 use crate::lang::Lang;
 use crate::s7_variants::bench::{NEW_TOKENS, short_name};
@@ -29,7 +30,14 @@ pub struct Timing {
     /// With the KV cache, or recomputing the whole window for every token.
     pub cached: bool,
     pub threads: usize,
+    /// The median over the rounds.
     pub ms_per_token: f64,
+    /// The fastest and the slowest round.
+    pub range: (f64, f64),
+    /// The rounds measured.
+    pub rounds: usize,
+    /// Of the timed steps, those that computed the whole window (`None` in older records).
+    pub recomputed: Option<usize>,
     /// What the cache keeps for one token, over all the blocks.
     pub kv_bytes_per_token: usize,
 }
@@ -119,8 +127,11 @@ pub fn parse(record: &str) -> Result<Record, String> {
         runs.sort_by(|a, b| a.ms_per_token.total_cmp(&b.ms_per_token));
         let n = runs.len();
         let ms = (runs[(n - 1) / 2].ms_per_token + runs[n / 2].ms_per_token) / 2.0;
+        let range = (runs[0].ms_per_token, runs[n - 1].ms_per_token);
         Timing {
             ms_per_token: ms,
+            range,
+            rounds: n,
             ..runs.swap_remove(0)
         }
     };
@@ -132,58 +143,54 @@ pub fn parse(record: &str) -> Result<Record, String> {
 }
 
 /// One `key=value …` line.
-fn parse_line(line: &str) -> Result<Timing, String> {
-    let bad = |why: &str| format!("the bench record's line {line:?} {why}");
-    let mut pairs = BTreeMap::new();
-    for pair in line.split_whitespace() {
-        let (key, value) = pair
-            .split_once('=')
-            .ok_or_else(|| bad("has a word without ="))?;
-        pairs.insert(key, value);
-    }
-    let word = |key: &str| {
-        pairs
-            .get(key)
-            .copied()
-            .ok_or_else(|| bad(&format!("has no {key}=")))
-    };
-    let count = |key: &str| {
-        word(key)?
-            .parse::<usize>()
-            .map_err(|_| bad(&format!("has a {key} that is no count")))
-    };
-    let cached = match word("cache")? {
+fn parse_line(text: &str) -> Result<Timing, String> {
+    let line = Line::parse("bench", text)?;
+    let cached = match line.word("cache")? {
         "on" => true,
         "off" => false,
-        _ => return Err(bad("has a cache that is neither on nor off")),
+        _ => return Err(line.bad("has a cache that is neither on nor off")),
     };
-    let ms_per_token = word("ms_per_token")?
-        .parse::<f64>()
-        .ok()
-        .filter(|ms| ms.is_finite() && *ms > 0.0)
-        .ok_or_else(|| bad("has an ms_per_token that is no positive number"))?;
+    let ms_per_token = line.ms("ms_per_token")?;
+    let recomputed = line.word("recomputed").ok().map(str::parse).transpose();
     Ok(Timing {
-        context: count("T")?,
-        variant: word("variant")?.to_string(),
+        context: line.count("T")?,
+        variant: line.word("variant")?.to_string(),
         cached,
-        threads: count("threads")?,
+        threads: line.count("threads")?,
         ms_per_token,
-        kv_bytes_per_token: count("kv_bytes_per_token")?,
+        range: (ms_per_token, ms_per_token),
+        rounds: 1,
+        recomputed: recomputed.map_err(|_| line.bad("has a recomputed that is no count"))?,
+        kv_bytes_per_token: line.count("kv_bytes_per_token")?,
     })
 }
 
-/// Where the chapter lists the variant the bench calls `short` (after them all if it lists none).
-fn variant_rank(short: &str) -> usize {
+/// Where the chapter lists the variant the bench calls `short` (after them all if it lists none),
+/// an absorbed or rolling form right after its own.
+fn variant_rank(short: &str) -> (usize, usize) {
+    let (base, after) = match short.strip_suffix("_absorbed") {
+        Some(latent) => (latent, 1),
+        None if short == "swa_rope" => ("swa", 1),
+        None => (short, 0),
+    };
     let chapter = variants();
     let rank = chapter
         .iter()
-        .position(|(_, arch)| short_name(arch) == short);
-    rank.unwrap_or(chapter.len())
+        .position(|(_, arch)| short_name(arch) == base);
+    (rank.unwrap_or(chapter.len()), after)
 }
 
 /// The variant the bench calls `short` in `lang`'s words, its numbers from the chapter's
 /// architecture: `MHA (full, 4 heads)`, `GQA, K = 2`, `MQA, K = 1`, `SWA, W = 8`, `RoPE`.
 pub(super) fn variant_name(lang: Lang, short: &str) -> String {
+    if let Some(latent) = short.strip_suffix("_absorbed") {
+        let absorbed = lang.pick(", absorbed", "，吸收权重");
+        return format!("{}{absorbed}", variant_name(lang, latent));
+    }
+    if short == "swa_rope" {
+        let swa = variant_name(lang, "swa");
+        return format!("{swa} + RoPE{}", lang.pick(", rolling", "，滚动缓存"));
+    }
     let chapter = variants();
     let Some((_, arch)) = chapter.iter().find(|(_, arch)| short_name(arch) == short) else {
         return short.to_string();
@@ -221,10 +228,10 @@ fn ms(v: f64) -> String {
 pub fn table(lang: Lang, record: &Record) -> String {
     let (contexts, names, threads) = record.axes();
     let mut md = String::from(lang.pick(
-        "| T | variant | KV cache, bytes per token |",
-        "| T | 变体 | KV 缓存，每个词元的字节数 |",
+        "| T | variant | KV cache, bytes per token | steps recomputed, with the cache |",
+        "| T | 变体 | KV 缓存，每个词元的字节数 | 有缓存时重新计算的步数 |",
     ));
-    let mut rule = String::from("|---:|---|---:|");
+    let mut rule = String::from("|---:|---|---:|---:|");
     for &n in &threads {
         let at = match lang {
             Lang::En if n == 1 => "1 thread".to_string(),
@@ -254,23 +261,43 @@ pub fn table(lang: Lang, record: &Record) -> String {
             };
             let bytes = thousands(any.kv_bytes_per_token);
             let name_words = variant_name(lang, name);
-            write!(md, "| {} | {name_words} | {bytes} |", thousands(t))
-                .expect("a String takes every write");
+            let recomputed = (threads.iter())
+                .find_map(|&n| record.find(t, name, true, n)?.recomputed)
+                .map_or("—".to_string(), |r| format!("{r} / {NEW_TOKENS}"));
+            write!(
+                md,
+                "| {} | {name_words} | {bytes} | {recomputed} |",
+                thousands(t)
+            )
+            .expect("a String takes every write");
             for &n in &threads {
-                let with = record.find(t, name, true, n).map(|m| m.ms_per_token);
-                let without = record.find(t, name, false, n).map(|m| m.ms_per_token);
-                let shown = |v: Option<f64>| v.map_or("—".to_string(), ms);
+                let with = record.find(t, name, true, n);
+                let without = record.find(t, name, false, n);
                 let ratio = match (with, without) {
-                    (Some(w), Some(wo)) => format!("{:.1}×", wo / w),
+                    (Some(w), Some(wo)) => format!("{:.1}×", wo.ms_per_token / w.ms_per_token),
                     _ => "—".to_string(),
                 };
-                write!(md, " {} | {} | {ratio} |", shown(with), shown(without))
+                write!(md, " {} | {} | {ratio} |", cell(with), cell(without))
                     .expect("a String takes every write");
             }
             md.push('\n');
         }
     }
     md
+}
+
+/// A table cell: the median time per token, and the range of the rounds when there were several.
+fn cell(timing: Option<&Timing>) -> String {
+    match timing {
+        None => "—".to_string(),
+        Some(t) if t.rounds == 1 => ms(t.ms_per_token),
+        Some(t) => format!(
+            "{} ({}–{})",
+            ms(t.ms_per_token),
+            ms(t.range.0),
+            ms(t.range.1)
+        ),
+    }
 }
 
 /// The chapter's table as (file under `book/src/generated/`, Markdown), for `lang`.
@@ -312,7 +339,7 @@ fn decades(low: f64, high: f64) -> Vec<(f64, String)> {
 
 /// The machine of the record's `# Machine:` comment in `lang`'s words: in Chinese, its cores and
 /// its sharing said in Chinese, the processor's name as written.
-fn machine(lang: Lang, words: &str) -> String {
+pub(super) fn machine(lang: Lang, words: &str) -> String {
     let words = words.trim_end_matches('.');
     if lang == Lang::En {
         return words.to_string();
@@ -464,7 +491,7 @@ mod tests {
         # Machine: Some CPU, 2 cores, 8 GiB, shared with other jobs.\n\
         #   target/release/examples/s7_variants --bench --threads 1\n\
         T=64 variant=gqa cache=on threads=1 ms_per_token=0.2 tokens_per_s=5000 kv_bytes_per_token=512\n\
-        T=64 variant=full cache=on threads=1 ms_per_token=0.25 tokens_per_s=4000 kv_bytes_per_token=1024\n\
+        T=64 variant=full cache=on threads=1 ms_per_token=0.25 tokens_per_s=4000 recomputed=4 kv_bytes_per_token=1024\n\
         T=64 variant=full cache=off threads=1 ms_per_token=1.0 tokens_per_s=1000 kv_bytes_per_token=1024\n\
         T=64 variant=full cache=off threads=1 ms_per_token=3.0 tokens_per_s=333 kv_bytes_per_token=1024\n\
         T=1024 variant=full cache=on threads=2 ms_per_token=12.5 tokens_per_s=80 kv_bytes_per_token=1024\n";
@@ -482,9 +509,9 @@ mod tests {
         assert_eq!(
             rows,
             [
-                "| 64 | MHA (full, 4 heads) | 1,024 | 0.250 | 2.00 | 8.0× | — | — | — |",
-                "| 64 | GQA, K = 2 | 512 | 0.200 | — | — | — | — | — |",
-                "| 1,024 | MHA (full, 4 heads) | 1,024 | — | — | — | 12.5 | — | — |",
+                "| 64 | MHA (full, 4 heads) | 1,024 | 4 / 32 | 0.250 | 2.00 (1.00–3.00) | 8.0× | — | — | — |",
+                "| 64 | GQA, K = 2 | 512 | — | 0.200 | — | — | — | — | — |",
+                "| 1,024 | MHA (full, 4 heads) | 1,024 | — | — | — | — | 12.5 | — | — |",
             ]
         );
         assert!(table(Lang::ZhCn, &record).contains("| 64 | GQA，2 个键/值头 | 512 |"));

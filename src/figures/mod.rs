@@ -15,6 +15,7 @@
 //! | [`cost`] | stage 6's table and charts of attention's cost as T grows, from a measured record |
 //! | [`weighed`] | stage 7's table and chart of the variants weighed side by side, from two measured records |
 //! | [`cache`] | stage 7's table and chart of what the KV cache saves as T grows, from a measured record |
+//! | [`rolling`] | stage 7's table and chart of the rolling cache far past the context, from a measured record |
 //! | [`ablation`] | the Markdown tables of the chapter "What the tutorial's model leaves out" |
 
 use ndarray::{Array2, Array3, ArrayView2, Axis};
@@ -38,6 +39,8 @@ pub mod colours;
 pub mod cost;
 mod draw;
 pub mod heatmap;
+mod record;
+pub mod rolling;
 mod stage1;
 mod stage2;
 mod stage3;
@@ -182,6 +185,7 @@ pub fn quick_figures(lang: Lang) -> Result<Vec<Figure>, Error> {
     figures.extend(stage7_more::figures(lang));
     figures.extend(cost::figures(lang, &cost::committed_medians()?));
     figures.extend(cache::figures(lang, &cache::committed_record()?));
+    figures.extend(rolling::figures(lang, &rolling::committed()?));
     figures.push(weighed::chart(lang, weighed::WEIGHED));
     Ok(figures)
 }

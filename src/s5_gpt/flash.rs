@@ -421,10 +421,10 @@ pub fn tiled_forward(
 // ANCHOR_END: tiled_forward
 
 // ANCHOR: tiled_backward
-/// The tiled backward pass, FlashAttention-2's: with D_i = rowsum(dO ⊙ O) per row, each tile's
+/// The tiled backward pass, FlashAttention-2's: with Δᵢ = rowsum(dO ⊙ O) per row, each tile's
 /// weights are recomputed from the saved log-sum-exp, P = e^(S − lse), and with dropout's mask M
-/// (drawn again, [`FlashDropout`]) dV += (P ⊙ M)ᵀ·dO, dP = (dO·Vᵀ) ⊙ M, dS = P ⊙ (dP − D_i) (zero
-/// where masked, then times the scale), dQ += dS·K and dK += dSᵀ·Q. D_i = rowsum(dO ⊙ O) =
+/// (drawn again, [`FlashDropout`]) dV += (P ⊙ M)ᵀ·dO, dP = (dO·Vᵀ) ⊙ M, dS = P ⊙ (dP − Δᵢ) (zero
+/// where masked, then times the scale), dQ += dS·K and dK += dSᵀ·Q. Δᵢ = rowsum(dO ⊙ O) =
 /// Σⱼ P_ij·dP_ij holds with the mask too, since O_i = Σⱼ P_ij·M_ij·v_j. `d` is (dV, dQ, dK), the
 /// order of the op's inputs.
 pub fn tiled_backward(
@@ -447,7 +447,7 @@ pub fn tiled_backward(
     {
         d.iter_mut().for_each(|d| d.fill(0.0));
         let rows_d_o = d_out.chunks_exact(c.d).zip(out.chunks_exact(c.d));
-        let delta = rows_d_o.map(|(g, o)| dot(g.iter().copied(), o.iter().copied())); // D_i
+        let delta = rows_d_o.map(|(g, o)| dot(g.iter().copied(), o.iter().copied())); // Δᵢ
         let delta: Vec<f32> = delta.collect(); // (T)
         for rows in tiles.query_blocks(c.t) {
             let mut mask = vec![0.0; rows.len() * c.t]; // (Br, T)

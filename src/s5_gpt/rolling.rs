@@ -40,28 +40,6 @@ pub struct Ring {
 }
 
 impl Ring {
-    /// An empty ring of `window` rows per head.
-    pub fn new(window: usize) -> Self {
-        assert!(window > 0, "a window keeps at least one key");
-        Ring {
-            heads: vec![],
-            window,
-            next: 0,
-            len: 0,
-            shape: vec![],
-        }
-    }
-
-    /// The rows each head keeps, at most W.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Whether the ring holds no row yet.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     /// Head `h`'s kept rows, oldest first: from the pointer to the end, then from the start.
     fn rows(&self, h: usize) -> impl Iterator<Item = &[f32]> {
         let d = self.shape.last().copied().unwrap_or(1);
@@ -109,6 +87,30 @@ impl Ring {
     }
 }
 // ANCHOR_END: ring
+
+impl Ring {
+    /// An empty ring of `window` rows per head.
+    pub fn new(window: usize) -> Self {
+        assert!(window > 0, "a window keeps at least one key");
+        Ring {
+            heads: vec![],
+            window,
+            next: 0,
+            len: 0,
+            shape: vec![],
+        }
+    }
+
+    /// The rows each head keeps, at most W.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the ring holds no row yet.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
 
 // ANCHOR: band_row
 /// One query's attention over its band's keys and values, oldest first: the scores q·k scaled,

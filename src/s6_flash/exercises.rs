@@ -11,14 +11,14 @@ pub const F32_BYTES: usize = 4;
 
 /// The bytes of the tiles one step of the tiled forward holds at once, for square tiles
 /// Br = Bc = `b` of heads `d` columns wide: the query block Q (b, d), the key and value tiles K and
-/// V (b, d) each, and the scores S (b, b), all f32.
+/// V (b, d) each, the block's running output O (b, d) and the scores S (b, b), all f32.
 pub fn tile_bytes(b: usize, d: usize) -> usize {
-    (3 * b * d + b * b) * F32_BYTES
+    (4 * b * d + b * b) * F32_BYTES
 }
 
-/// The largest square tile whose Q, K, V and S fit in `cache` bytes, for heads `d` columns wide:
-/// 35 for a 32 KiB L1 and d = 64, since 3·35·64 + 35² = 7,945 floats fit in 8,192 and
-/// 3·36·64 + 36² = 8,208 do not.
+/// The largest square tile whose Q, K, V, O and S fit in `cache` bytes, for heads `d` columns
+/// wide: 28 for a 32 KiB L1 and d = 64, since 4·28·64 + 28² = 7,952 floats fit in 8,192 and
+/// 4·29·64 + 29² = 8,265 do not.
 pub fn largest_square_tile(cache: usize, d: usize) -> usize {
     (1..)
         .take_while(|&b| tile_bytes(b, d) <= cache)

@@ -6,6 +6,7 @@
 use std::io::Write;
 
 use super::bench::{self, CONTEXTS, short_name};
+use super::bench_rolling::run_rolling;
 use super::kv::{KvShape, calculator_lines};
 use super::weights::{FirstBlock, first_block, lines};
 use super::{LINE, variants};
@@ -29,9 +30,13 @@ pub struct Cli {
     /// Threads of the fast layer, 1 to 64
     #[arg(long, value_name = "N", default_value_t = 1, requires = "bench")]
     pub threads: usize,
-    /// Times each generation N times, 1 to 100, and prints the median
+    /// Times each generation N times, 1 to 100, the ways taking turns, and prints every round
     #[arg(long, value_name = "N", default_value_t = 3, requires = "bench")]
     pub repeat: usize,
+    /// With --bench: time instead the rolling cache of RoPE with a window, 3,200 characters past a
+    /// context of 32, against recomputing and against the cache of the chapter's windows
+    #[arg(long, requires = "bench")]
+    pub rolling: bool,
     /// Train the sequel's fullest model and each variant on Tiny Shakespeare instead, one line
     /// each: parameters, losses, ms per step, KV bytes per token
     #[arg(long, conflicts_with = "bench")]
@@ -169,6 +174,9 @@ impl Cli {
         if !(1..=100).contains(&self.repeat) {
             let why = format!("--repeat {} is out of range; use 1 to 100", self.repeat);
             return Err(BenchError::Settings(why));
+        }
+        if self.rolling {
+            return Ok(run_rolling(out, self.threads, self.repeat)?);
         }
         Ok(bench::run(out, &self.context, self.threads, self.repeat)?)
     }

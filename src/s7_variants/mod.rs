@@ -21,6 +21,7 @@
 
 pub mod app;
 pub mod bench;
+pub mod bench_rolling;
 pub mod exercises;
 pub mod kv;
 pub mod latent;

@@ -240,7 +240,7 @@ const RANGE: usize = std::mem::size_of::<Range<usize>>() / F32;
 /// log-sum-exp and gradients, for `matrices` (T, D) matrices on `threads` threads: in the forward
 /// pass a batch's packed K and V plus each thread's query blocks (m, ℓ, O and Q transposed of each,
 /// its list of key tiles, a tile of scores and one of weights, a group of keys); in the backward
-/// pass each thread's matrix (K and V in panels, D_i, each block's future keys, and the copies that
+/// pass each thread's matrix (K and V in panels, Δᵢ, each block's future keys, and the copies that
 /// D and T call for) and its block's rows, list of tiles and group of keys. Read off the
 /// allocations above; `s6_flash --bench` prints it.
 pub fn workspace_bytes(
@@ -901,7 +901,7 @@ pub fn tiled_backward(
 }
 
 /// One matrix's inputs for the backward pass: Q, K and dO with rows Dp wide ([`rows_dp`]), K and
-/// V in panels ([`Panels`]), and D_i per row.
+/// V in panels ([`Panels`]), and Δᵢ per row.
 struct Given<'a> {
     q: Cow<'a, [f32]>,
     k: Cow<'a, [f32]>,
@@ -1069,7 +1069,7 @@ struct Work {
 }
 
 /// One tile's share of the gradients for a row group, the lesson's `backward_tile` per lane: P =
-/// e^(score − lse), dP = dot(dO_i, v_j), dS = 0 where j > i, else P·(dP − D_i)·scale, kept in
+/// e^(score − lse), dP = dot(dO_i, v_j), dS = 0 where j > i, else P·(dP − Δᵢ)·scale, kept in
 /// the group's part of the buffers for dV and dK (added once every group of the block has its);
 /// then dQ\[i\] += dS·k_j over the tile's keys in order.
 #[inline(always)]
