@@ -903,6 +903,18 @@ fn rolled(tape: &mut Tape, model: &Gpt, ids: &[usize], cache: &mut RollingCache)
     tape.value(logits).data.clone()
 }
 
+/// The logits of the prefill of `ids` into `cache`, as a vector.
+fn rolled_prefill(
+    tape: &mut Tape,
+    model: &Gpt,
+    ids: &[usize],
+    cache: &mut RollingCache,
+) -> Vec<f32> {
+    tape.reset();
+    let logits = model.prefill_rolling(tape, ids, cache);
+    tape.value(logits).data.clone()
+}
+
 #[test]
 fn rolling_is_the_naive_graph_where_every_row_sums_alike() {
     // Below 8 values NumPy's pairwise sum adds one by one, so a row's masked zeros change nothing:
@@ -948,6 +960,24 @@ fn the_rolling_cache_is_recomputation_under_the_band_over_four_contexts() {
                     let kept = cache.layers.iter().flatten().map(|ring| ring.len());
                     assert!(kept.max() == Some(window), "{name}: W rows kept");
                 }
+                // A prefill of the reach alone, at its positions, then one token at a time.
+                let mut cache = RollingCache::default();
+                let prefill = rolled_prefill(tape, &model, &ids[..40], &mut cache);
+                assert!(
+                    prefill[prefill.len() - v..] == *row(39),
+                    "{name}: the reach's prefill"
+                );
+                assert!(
+                    cache.len == 40,
+                    "{name}: the cache goes on after the prompt"
+                );
+                for p in 40..ids.len() {
+                    let step = rolled(tape, &model, &ids[p..=p], &mut cache);
+                    assert!(
+                        step == row(p),
+                        "{name}: after the reach's prefill, step {p}"
+                    );
+                }
                 // A prompt in pieces: the same bits as one prefill.
                 let mut cache = RollingCache::default();
                 let mut chunked = vec![];
@@ -976,14 +1006,22 @@ fn rolling_generation_with_and_without_the_cache_is_one_sample() {
         let (model, _) = rolling_model(&mut tape, arch);
         assert!(model.rolls(), "{name} rolls");
         let data = CharDataset::from_text(s7_variants::LINE, 1, 16);
-        let mut run = |cached| {
-            let rng = &mut NumpyRandom::seed(7);
-            let sampling = Sampling::default();
-            generate_rolling(&mut tape, &model, &data, "Romeo", 80, rng, sampling, cached).unwrap()
-        };
-        let (cached, recomputed) = (run(true), run(false));
-        assert_eq!(cached.chars().count(), 85, "{name}: 5 × the context");
-        assert_eq!(cached, recomputed, "{name}");
+        // A prompt shorter than the reach, and one longer, whose prefill is only its reach.
+        for prompt in ["Romeo", s7_variants::LINE] {
+            let mut run = |cached| {
+                let rng = &mut NumpyRandom::seed(7);
+                let sampling = Sampling::default();
+                generate_rolling(&mut tape, &model, &data, prompt, 80, rng, sampling, cached)
+                    .unwrap()
+            };
+            let (cached, recomputed) = (run(true), run(false));
+            assert_eq!(
+                cached.chars().count(),
+                prompt.chars().count() + 80,
+                "{name}"
+            );
+            assert_eq!(cached, recomputed, "{name}, {prompt:?}");
+        }
     }
     let mut tape = Tape::new();
     let (table, _) = rolling_model(&mut tape, Architecture::everything(4, 0.0));

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use super::Figure;
-use super::chart::{Axis, LineChart, POINTS, Scale, Series, Style};
+use super::chart::{Axis, Legend, LineChart, POINTS, Scale, Series, Side, Style};
 use super::draw::{BLUE, GREEN, ORANGE, PURPLE, RED, close_svg, note, thousands};
 use super::record::Line;
 use crate::Error;
@@ -86,8 +86,12 @@ impl Record {
     /// The comment naming the command that ran at `threads` threads, shortened to the program's
     /// file name and its flags.
     fn command(&self, threads: usize) -> Option<String> {
-        let flag = format!("--threads {threads}");
-        let line = self.commands.iter().find(|c| c.ends_with(&flag))?;
+        let n = threads.to_string();
+        let at = |c: &&String| {
+            let mut words = c.split_whitespace().skip_while(|w| *w != "--threads");
+            words.nth(1) == Some(n.as_str())
+        };
+        let line = self.commands.iter().find(at)?;
         let (program, flags) = line.split_once(' ').unwrap_or((line, ""));
         let program = program.rsplit('/').next().unwrap_or(program);
         Some(format!("{program} {flags}"))
@@ -306,8 +310,11 @@ pub fn tables(lang: Lang, record: &Record) -> Vec<(String, String)> {
     vec![(file, table(lang, record))]
 }
 
-/// The colour of each variant's line, in the chapter's order.
-const COLOURS: [&str; 5] = [BLUE, ORANGE, GREEN, RED, PURPLE];
+/// The colour of each variant's line, in the chapter's order: the chart's five, then five more of
+/// the same palette.
+const COLOURS: [&str; 10] = [
+    BLUE, ORANGE, GREEN, RED, PURPLE, "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
+];
 
 /// The full model's line without the cache: its blue, dashed. The chart's lines take no dash of
 /// their own, so it rides in the colour, written into the line's and the legend key's `stroke`.
@@ -316,9 +323,16 @@ const DASHED_BLUE: &str = "#1f77b4\" stroke-dasharray=\"7 5";
 /// The chart's layout: stage 6's charts', with room below for the axis's name and three lines of
 /// notes.
 const CACHE_CHART: Style = Style {
-    size: (740.0, 490.0),
-    margins: [80.0, 30.0, 44.0, 132.0],
+    size: (1080.0, 490.0),
+    margins: [80.0, 370.0, 44.0, 132.0],
     names: (92.0, 22.0),
+    // The legend stands in the right margin, clear of the lines.
+    legend: Legend {
+        side: Side::Right,
+        inset: (-16.0, 8.0),
+        row: 20.0,
+        key: 24.0,
+    },
     ..POINTS
 };
 
@@ -380,13 +394,13 @@ fn speed_notes(lang: Lang, record: &Record) -> ([String; 2], String) {
             format!(
                 "each point: the time to write {NEW_TOKENS} tokens after a prompt of T − {NEW_TOKENS}, ÷ {NEW_TOKENS}"
             ),
-            "with the cache, the prompt's prefill included; without it, the whole window computed again for each token".to_string(),
+            "with the cache, every step that computed the whole window included; without it, the whole window computed again for each token".to_string(),
         ],
         Lang::ZhCn => [
             format!(
                 "每个点：在 T − {NEW_TOKENS} 个词元的提示之后写出 {NEW_TOKENS} 个词元的时间 ÷ {NEW_TOKENS}"
             ),
-            "有缓存时含提示的预填充；无缓存时，每个词元都重新计算整个窗口".to_string(),
+            "有缓存时含所有重新计算整个窗口的步骤；无缓存时，每个词元都重新计算整个窗口".to_string(),
         ],
     };
     let machine = record.machine.as_deref().map(|m| machine(lang, m));

@@ -227,6 +227,23 @@ impl Gpt {
         logits
     }
 
+    /// The prefill of a rolling cache: only the last [`reach`] tokens of `tokens`, at their
+    /// positions, into a cache that starts there. The ring's W rows of every block, and the last
+    /// token's logits, depend on no earlier token. Logits (1, n, V).
+    pub fn prefill_rolling(
+        &self,
+        tape: &mut Tape,
+        tokens: &[usize],
+        cache: &mut RollingCache,
+    ) -> NodeId {
+        let window = self.blocks[0].attn.window.expect("a model that rolls");
+        let start = tokens
+            .len()
+            .saturating_sub(reach(self.blocks.len(), window));
+        *cache = RollingCache::at(start);
+        self.forward_rolling(tape, &tokens[start..], cache) // (1, n, V)
+    }
+
     /// Whether the model can roll: rotary positions (no position table to run out of), a window
     /// in every block, the tutorial's mask and no tiled node.
     pub fn rolls(&self) -> bool {
@@ -249,9 +266,9 @@ pub fn reach(blocks: usize, window: usize) -> usize {
 
 // ANCHOR: generate_rolling
 /// Continues `prompt` by `steps` characters from a model that [rolls](Gpt::rolls), as far past
-/// its context as asked. With `cached`, the prompt is computed once (the prefill) and each new
-/// token alone; without, each step computes again the last [`reach`] tokens, at their positions.
-/// Both draw the same characters.
+/// its context as asked. With `cached`, the prompt's last [`reach`] tokens are computed once
+/// (the prefill) and each new token alone; without, each step computes again the last [`reach`]
+/// tokens, at their positions. Both draw the same characters.
 #[allow(clippy::too_many_arguments)]
 pub fn generate_rolling(
     tape: &mut Tape,
@@ -273,7 +290,7 @@ pub fn generate_rolling(
     for _ in 0..steps {
         tape.reset();
         let logits = match (cached, cache.len) {
-            (true, 0) => model.forward_rolling(tape, &tokens, &mut cache), // the prefill
+            (true, 0) => model.prefill_rolling(tape, &tokens, &mut cache), // (1, ≤ reach, V)
             (true, _) => model.forward_rolling(tape, &tokens[tokens.len() - 1..], &mut cache),
             (false, _) => {
                 let start = tokens.len().saturating_sub(reach);

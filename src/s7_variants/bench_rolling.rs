@@ -117,7 +117,7 @@ fn per_token_ms(way: &str) -> Vec<f64> {
     times
 }
 
-/// One step of the rolling cache: the prompt at first, then the newest token.
+/// One step of the rolling cache: the prefill at first, then the newest token.
 fn step_rolling(
     tape: &mut Tape,
     model: &Gpt,
@@ -125,7 +125,7 @@ fn step_rolling(
     cache: &mut RollingCache,
 ) -> crate::s5_gpt::tensor::NodeId {
     match cache.len {
-        0 => model.forward_rolling(tape, tokens, cache),
+        0 => model.prefill_rolling(tape, tokens, cache),
         n => model.forward_rolling(tape, &tokens[n..], cache),
     }
 }
