@@ -147,54 +147,57 @@ const ROLLING_CHART: Style = Style {
     ..POINTS
 };
 
-/// `s7_rolling.svg`: the time per character against the characters written, a line per way, at
-/// one thread; nothing when the record has no stretch.
-pub fn figures(lang: Lang, rolling: &Rolling) -> Vec<Figure> {
-    let series: Vec<Series> = WAYS
-        .iter()
-        .filter_map(|&(way, colour)| {
-            let stretches = rolling.ways.get(way)?;
-            let points = stretches
-                .iter()
-                .map(|&(from, n, ms)| ((from + n) as f64, ms));
-            Some(Series {
-                name: way_name(lang, way),
-                colour,
-                points: points.collect(),
-            })
+/// The chart's lines: a way each, its stretches' medians at the character each stretch ends on.
+fn series(lang: Lang, rolling: &Rolling) -> Vec<Series<'static>> {
+    let line = |&(way, colour): &(&str, &'static str)| {
+        let stretches = rolling.ways.get(way)?;
+        let points = stretches
+            .iter()
+            .map(|&(from, n, ms)| ((from + n) as f64, ms));
+        Some(Series {
+            name: way_name(lang, way),
+            colour,
+            points: points.collect(),
         })
-        .collect();
-    let ys = series.iter().flat_map(|s| s.points.iter().map(|p| p.1));
-    let (low, high) = ys.fold((f64::INFINITY, 0f64), |(l, h), y| (l.min(y), h.max(y)));
-    let last = series
-        .iter()
-        .flat_map(|s| s.points.iter().map(|p| p.0))
-        .fold(0.0, f64::max);
-    if series.is_empty() {
-        return vec![];
-    }
-    let y_ticks = powers_of_two(low, high);
-    let x_ticks = (0..=5).map(|k| {
-        (
-            last * k as f64 / 5.0,
-            thousands((last * k as f64 / 5.0) as usize),
-        )
-    });
-    // The command as its program's file name and its flags.
-    let command = rolling
-        .command
-        .as_deref()
-        .map(|c| c.rsplit('/').next().unwrap_or(c));
+    };
+    WAYS.iter().filter_map(line).collect()
+}
+
+/// The chart's note on its points, over `stretch` characters each, and its footer: the machine
+/// and the command (as its program's file name and its flags).
+fn notes(lang: Lang, rolling: &Rolling, stretch: f64) -> (String, String) {
+    let (t, w) = (rolling.context, rolling.window);
+    let words = match lang {
+        Lang::En => format!(
+            "context {t}, window {w}: each point is the mean over {stretch} characters, the median of the rounds"
+        ),
+        Lang::ZhCn => {
+            format!("上下文 {t}，窗口 {w}：每个点是 {stretch} 个字符的平均值，取各轮的中位数")
+        }
+    };
+    let command = (rolling.command.as_deref()).map(|c| c.rsplit('/').next().unwrap_or(c));
+    let machine = rolling.machine.as_deref().map(|m| machine(lang, m));
     let footer = [
-        rolling
-            .machine
-            .as_deref()
-            .map(|m| machine(lang, m))
-            .unwrap_or_default(),
+        machine.unwrap_or_default(),
         command.unwrap_or_default().to_string(),
     ];
     let footer: Vec<String> = footer.into_iter().filter(|w| !w.is_empty()).collect();
-    let footer = footer.join(lang.pick("; ", "；"));
+    (words, footer.join(lang.pick("; ", "；")))
+}
+
+/// `s7_rolling.svg`: the time per character against the characters written, a line per way, at
+/// one thread; nothing when the record has no stretch.
+pub fn figures(lang: Lang, rolling: &Rolling) -> Vec<Figure> {
+    let series = series(lang, rolling);
+    let points = || series.iter().flat_map(|s| s.points.iter());
+    let (low, high) = points().fold((f64::INFINITY, 0f64), |(l, h), p| (l.min(p.1), h.max(p.1)));
+    let last = points().map(|p| p.0).fold(0.0, f64::max);
+    let Some(first) = series.first().and_then(|s| s.points.first()) else {
+        return vec![];
+    };
+    let (words, footer) = notes(lang, rolling, first.0);
+    let y_ticks = powers_of_two(low, high);
+    let x_ticks = (0..=5).map(|k| last * k as f64 / 5.0);
     let chart = LineChart {
         title: lang.pick(
             "Stage 7: the time per character far past the context, RoPE with a sliding window",
@@ -205,7 +208,7 @@ pub fn figures(lang: Lang, rolling: &Rolling) -> Vec<Figure> {
             name: lang.pick("characters written", "已写出的字符数"),
             ends: (0.0, last),
             scale: Scale::Linear,
-            ticks: x_ticks.collect(),
+            ticks: x_ticks.map(|x| (x, thousands(x as usize))).collect(),
         },
         y: Axis {
             name: lang.pick(
@@ -219,20 +222,6 @@ pub fn figures(lang: Lang, rolling: &Rolling) -> Vec<Figure> {
         series: &series,
         levels: vec![],
         footer: Some(&footer),
-    };
-    let words = match lang {
-        Lang::En => format!(
-            "context {}, window {}: each point is the mean over {} characters, the median of the rounds",
-            rolling.context,
-            rolling.window,
-            series[0].points.first().map_or(0.0, |p| p.0)
-        ),
-        Lang::ZhCn => format!(
-            "上下文 {}，窗口 {}：每个点是 {} 个字符的平均值，取各轮的中位数",
-            rolling.context,
-            rolling.window,
-            series[0].points.first().map_or(0.0, |p| p.0)
-        ),
     };
     let drawn = chart.draw(lang);
     let mut svg = drawn.trim_end().trim_end_matches("</svg>").to_string();
