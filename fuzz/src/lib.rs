@@ -347,7 +347,7 @@ pub fn prompt(data: &[u8]) {
     let model = saved.model(&mut tape, &mut NumpyRandom::seed(0));
     let window = &ids[ids.len().saturating_sub(model.context_size())..];
     let maps =
-        attention_from_scratch::figures::attention::attention_maps(&model, &mut tape, window);
+        attention_from_scratch::s5_gpt::beyond::attention_maps(&model, &mut tape, window);
     assert_eq!(maps.len(), model.blocks.len());
 }
 
