@@ -11,7 +11,7 @@ use super::beyond::{Attention, Block, Gpt};
 use super::data::CharDataset;
 use super::error::GptError;
 use super::flash::AttentionForm;
-use super::generate::{Sampling, last_row, probabilities, sums_like_one_shorter};
+use super::generate::{Sampling, last_row, probabilities, prompt_tokens, sums_like_one_shorter};
 use super::latent::{Absorbed, Cached, absorb, absorbed_attention};
 use super::ops::MASK_VALUE;
 use super::ops::PAIRWISE_BLOCK;
@@ -298,10 +298,7 @@ pub fn generate_cached(
     rng: &mut NumpyRandom,
     sampling: Sampling,
 ) -> Result<String, GptError> {
-    let mut tokens = dataset.encode(prompt)?;
-    if tokens.is_empty() {
-        return Err(GptError::EmptyPrompt);
-    }
+    let mut tokens = prompt_tokens(dataset, prompt)?;
     let mut cache = GptCache::default();
     for _ in 0..steps {
         let start = tokens.len().saturating_sub(model.config.context_size);

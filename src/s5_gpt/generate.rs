@@ -44,10 +44,7 @@ pub fn generate(
     rng: &mut NumpyRandom,
     sampling: Sampling,
 ) -> Result<String, GptError> {
-    let mut tokens = dataset.encode(prompt)?;
-    if tokens.is_empty() {
-        return Err(GptError::EmptyPrompt);
-    }
+    let mut tokens = prompt_tokens(dataset, prompt)?;
     for _ in 0..steps {
         let window = &tokens[tokens.len().saturating_sub(model.context_size())..];
         tape.reset();
@@ -57,6 +54,15 @@ pub fn generate(
     }
     tape.reset();
     Ok(dataset.decode(&tokens))
+}
+
+/// The prompt's tokens, or the error of an empty prompt or of a character outside the vocabulary.
+pub fn prompt_tokens(dataset: &CharDataset, prompt: &str) -> Result<Vec<usize>, GptError> {
+    let tokens = dataset.encode(prompt)?;
+    match tokens.is_empty() {
+        true => Err(GptError::EmptyPrompt),
+        false => Ok(tokens),
+    }
 }
 
 /// The last row of logits (…, V): the scores of the character after the last one.

@@ -18,7 +18,7 @@ use super::beyond::{Attention, Gpt};
 use super::data::CharDataset;
 use super::error::GptError;
 use super::flash::AttentionForm;
-use super::generate::{Sampling, last_row, probabilities};
+use super::generate::{Sampling, last_row, probabilities, prompt_tokens};
 use super::ops::{MASK_VALUE, dot, softmax_forward};
 use super::tape::Tape;
 use super::tensor::{NodeId, Tensor};
@@ -280,23 +280,15 @@ pub fn generate_rolling(
     sampling: Sampling,
     cached: bool,
 ) -> Result<String, GptError> {
-    let mut tokens = dataset.encode(prompt)?;
-    if tokens.is_empty() {
-        return Err(GptError::EmptyPrompt);
-    }
-    let window = model.blocks[0].attn.window.expect("a model that rolls");
-    let reach = reach(model.blocks.len(), window);
+    let mut tokens = prompt_tokens(dataset, prompt)?;
     let mut cache = RollingCache::default();
     for _ in 0..steps {
         tape.reset();
         let logits = match (cached, cache.len) {
             (true, 0) => model.prefill_rolling(tape, &tokens, &mut cache), // (1, ≤ reach, V)
             (true, _) => model.forward_rolling(tape, &tokens[tokens.len() - 1..], &mut cache),
-            (false, _) => {
-                let start = tokens.len().saturating_sub(reach);
-                let mut fresh = RollingCache::at(start);
-                model.forward_rolling(tape, &tokens[start..], &mut fresh) // (1, ≤ reach, V)
-            }
+            // Without a cache, every step is a prefill: the reach again, into a fresh cache.
+            (false, _) => model.prefill_rolling(tape, &tokens, &mut RollingCache::default()),
         }; // (1, n, V)
         let last = last_row(tape.value(logits)); // (V)
         tokens.push(rng.choice(&probabilities(last, sampling)));

@@ -22,7 +22,7 @@ use crate::s5_gpt::cache::GptCache;
 use crate::s5_gpt::data::CharDataset;
 use crate::s5_gpt::fast::{Fast, team};
 use crate::s5_gpt::generate::{Sampling, last_row, probabilities};
-use crate::s5_gpt::rolling::{RollingCache, reach};
+use crate::s5_gpt::rolling::RollingCache;
 use crate::s5_gpt::tape::Tape;
 
 /// The characters each timed generation writes: 100 contexts.
@@ -94,17 +94,13 @@ fn per_token_ms(way: &str) -> Vec<f64> {
         .expect("the prompt's characters are the text's");
     let rng = &mut NumpyRandom::seed(42);
     let (mut rolling, mut exact) = (RollingCache::default(), GptCache::default());
-    let reach = reach(model.blocks.len(), window());
     let mut times = Vec::with_capacity(TOKENS);
     for _ in 0..TOKENS {
         let started = Instant::now();
         tape.reset();
         let logits = match way {
             "rolling" => step_rolling(tape, &model, &tokens, &mut rolling),
-            "reach" => {
-                let start = tokens.len().saturating_sub(reach);
-                model.forward_rolling(tape, &tokens[start..], &mut RollingCache::at(start))
-            }
+            "reach" => model.prefill_rolling(tape, &tokens, &mut RollingCache::default()),
             _ => step_exact(tape, &model, &tokens, &mut exact),
         };
         let next = rng.choice(&probabilities(
