@@ -15,6 +15,7 @@ use attention_from_scratch::lang::Lang;
 use attention_from_scratch::s5_gpt;
 use attention_from_scratch::s5_gpt::app::files::write_atomic;
 use attention_from_scratch::s5_gpt::app::{Config, error::ToolError};
+use attention_from_scratch::s8_heads;
 use clap::Parser;
 
 /// Draws the book's SVG pictures from the stages' own numbers into book/src/img/.
@@ -77,6 +78,23 @@ fn training_curves() -> Result<Vec<Figure>, ToolError> {
     Ok(figures.collect())
 }
 
+/// Stage 8's two-block attention-only model, trained as the study trains it, looked at.
+fn s8_trained() -> Result<s8_heads::Trained, Box<dyn std::error::Error>> {
+    let model = s8_heads::study_models()[0];
+    let settings = s8_heads::Settings {
+        data: s8_heads::default_corpus(),
+        threads: 0,
+    };
+    let mut trainer = s8_heads::study_trainer(&model, &settings, s8_heads::PHASE_STEPS)?;
+    let vocab = trainer.dataset.vocab_size();
+    let probes = s8_heads::study::Probes::new(s8_heads::PROBE_SEED, 8, 64, vocab);
+    eprintln!("training stage 8's two-block model for its pictures…");
+    let mut each = |_: &s8_heads::study::Probe| {};
+    let every = s8_heads::PHASE_STEPS;
+    s8_heads::study::train_probed(&mut trainer, model.repeats, (&probes, every), &mut each)?;
+    Ok(s8_heads::look_at(&mut trainer, &probes))
+}
+
 fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     for lang in Lang::ALL {
         for figure in figures::quick_figures(lang)? {
@@ -91,6 +109,9 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         for (file, table) in figures::rolling::tables(lang, &figures::rolling::committed()?) {
             write_generated(&file, &table)?;
         }
+        for (file, table) in figures::heads::tables(lang, &figures::heads::committed()?) {
+            write_generated(&file, &table)?;
+        }
     }
     for (file, table) in figures::weighed::committed_tables()? {
         write_generated(&file, &table)?;
@@ -98,6 +119,14 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     if !args.quick {
         for figure in training_curves()? {
             write(&figure)?;
+        }
+        let trained = s8_trained()?;
+        for lang in Lang::ALL {
+            let (pictures, (file, table)) = figures::heads::trained_figures(lang, &trained);
+            for figure in pictures {
+                write(&figure)?;
+            }
+            write_generated(&file, &table)?;
         }
     }
     Ok(())

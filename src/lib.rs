@@ -13,6 +13,7 @@ pub mod s4_multihead;
 pub mod s5_gpt;
 pub mod s6_flash;
 pub mod s7_variants;
+pub mod s8_heads;
 
 pub use error::Error;
 

@@ -15,6 +15,7 @@
 //! | [`cost`] | stage 6's table and charts of attention's cost as T grows, from a measured record |
 //! | [`weighed`] | stage 7's table and chart of the variants weighed side by side, from two measured records |
 //! | [`cache`] | stage 7's table and chart of what the KV cache saves as T grows, from a measured record |
+//! | [`heads`] | stage 8's pictures and tables: the phase change from its record, and the circuits of a trained model |
 //! | [`rolling`] | stage 7's table and chart of the rolling cache far past the context, from a measured record |
 //! | [`ablation`] | the Markdown tables of the chapter "What the tutorial's model leaves out" |
 
@@ -38,6 +39,7 @@ mod chart;
 pub mod colours;
 pub mod cost;
 mod draw;
+pub mod heads;
 pub mod heatmap;
 mod record;
 pub mod rolling;
@@ -187,6 +189,7 @@ pub fn quick_figures(lang: Lang) -> Result<Vec<Figure>, Error> {
     figures.extend(cache::figures(lang, &cache::committed_record()?));
     figures.extend(rolling::figures(lang, &rolling::committed()?));
     figures.push(weighed::chart(lang, weighed::WEIGHED));
+    figures.extend(heads::figures(lang, &heads::committed()?));
     Ok(figures)
 }
 

@@ -92,6 +92,10 @@ pub enum Op {
         x: NodeId,
         offset: usize,
     },
+    /// Stage 8: part of each key taken from the key one row before.
+    KeyOffset {
+        x: NodeId,
+    },
     /// Stage 7: each row of `a` followed by the same row of `b` (latent attention's rotary part).
     Concat {
         a: NodeId,
@@ -125,7 +129,8 @@ impl Op {
             | Op::Dropout { x, .. }
             | Op::RepeatKv { x, .. }
             | Op::Window { x, .. }
-            | Op::Rope { x, .. } => vec![x],
+            | Op::Rope { x, .. }
+            | Op::KeyOffset { x } => vec![x],
             Op::Linear { x, w, b } | Op::LayerNorm { x, w, b, .. } => vec![x, w, b],
             Op::CrossEntropy { logits, .. } => vec![logits],
             Op::FlashAttention(ref node) => node.inputs(),
@@ -168,6 +173,7 @@ impl Op {
             Op::Window { .. } => "window",
             Op::Rope { .. } => "rope",
             Op::Concat { .. } => "concat",
+            Op::KeyOffset { .. } => "key_offset",
         }
     }
 }
@@ -290,6 +296,7 @@ impl Backend for Lesson {
                 let widths = (v(a).last_dim(), v(b).last_dim());
                 variants::concat_forward(o, &v(a).data, &v(b).data, widths)
             }
+            Op::KeyOffset { x } => variants::key_offset_forward(o, &v(x).data, rows_cols(v(x))),
         }
     }
 
@@ -355,6 +362,9 @@ impl Backend for Lesson {
             (Op::Concat { a, b }, [d_a, d_b]) => {
                 let widths = (v(a).last_dim(), v(b).last_dim());
                 variants::concat_backward(d_a, d_b, d_out, widths)
+            }
+            (Op::KeyOffset { x }, [d_x]) => {
+                variants::key_offset_backward(d_x, d_out, rows_cols(v(x)))
             }
             (op, d) => panic!(
                 "{} has {} inputs, not {}",

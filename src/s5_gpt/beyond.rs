@@ -61,6 +61,14 @@ pub struct Architecture {
     /// is all the cache keeps. `None` projects them from x.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub latent: Option<usize>,
+    /// Stage 8's attention-only model: blocks without the feed-forward network, so that every
+    /// path from a character to a prediction goes through heads that can be read one by one.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub attention_only: bool,
+    /// Stage 8's one-position key offset: part of each key is the key of the character before
+    /// it, which lets one layer find "the character after the last time this one came".
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub key_offset: bool,
 }
 // ANCHOR_END: architecture
 
@@ -78,6 +86,8 @@ impl Default for Architecture {
             window: None,
             rope: false,
             latent: None,
+            attention_only: false,
+            key_offset: false,
         }
     }
 }
@@ -175,6 +185,8 @@ pub struct Attention {
     pub rope: bool,
     /// Stage 7's latent attention: W_key and W_value read the latent c instead of x.
     pub latent: Option<Latent>,
+    /// Stage 8's one-position key offset.
+    pub key_offset: bool,
     /// 1/√D as a float32 (0.125 for the tutorial's D = C = 64).
     scale: f32,
     pub mask_value: f32,
@@ -270,6 +282,7 @@ impl Attention {
             window: arch.window,
             rope: arch.rope,
             latent: None,
+            key_offset: arch.key_offset,
             scale: attention_scale(d),
             mask_value: arch.mask_value,
             dropout: arch.dropout,
@@ -314,6 +327,7 @@ impl Attention {
         let q = self.split_heads(tape, q, self.num_heads); // (B, H, T, D)
         let [k, v] = [k, v].map(|y| self.split_heads(tape, y, self.kv_heads)); // (B, K, T, D)
         let [q, k] = self.rotate(tape, [q, k], offset); // stage 7: RoPE, or as they were
+        let k = self.offset_keys(tape, k); // stage 8: the key offset, or as they were
         [q, k, v]
     }
 }
@@ -366,6 +380,14 @@ impl Attention {
             false => tape.rope(k, offset), // (B, K, T, D)
         };
         [q_turned, k_turned]
+    }
+
+    /// Stage 8's key offset on the keys (B, K, T, D) of a whole sequence from position 0.
+    fn offset_keys(&self, tape: &mut Tape, k: NodeId) -> NodeId {
+        match self.key_offset {
+            true => tape.key_offset(k), // (B, K, T, D)
+            false => k,
+        }
     }
 
     /// 1/√D, the scores' scale.
@@ -424,7 +446,8 @@ impl LayerNorm {
 #[derive(Clone, Debug)]
 pub struct Block {
     pub attn: Attention,
-    pub ff: FeedForward,
+    /// The feed-forward network; `None` in stage 8's attention-only model.
+    pub ff: Option<FeedForward>,
     /// GPT-2's `ln_1`, before the attention.
     pub ln1: Option<LayerNorm>,
     /// GPT-2's `ln_2`, before the feed-forward network.
@@ -447,8 +470,11 @@ impl Block {
         let h = LayerNorm::forward(self.ln1.as_ref(), tape, x); // (B, T, C)
         let h = attend(&self.attn, tape, h); // (B, T, C)
         let x = self.add_residual(tape, x, h); // (B, T, C)
+        let Some(ff) = &self.ff else {
+            return x; // stage 8: attention only
+        };
         let h = LayerNorm::forward(self.ln2.as_ref(), tape, x); // (B, T, C)
-        let h = self.ff.forward(tape, h); // (B, T, C)
+        let h = ff.forward(tape, h); // (B, T, C)
         self.add_residual(tape, x, h) // (B, T, C)
     }
 
@@ -461,7 +487,9 @@ impl Block {
 
 // ANCHOR: block_new
 impl Block {
-    /// The tutorial's block: its attention-out, ff-in and ff-out weights, drawn in that order.
+    /// The tutorial's block: its attention-out, ff-in and ff-out weights, drawn in that order. An
+    /// attention-only block draws the feed-forward weights all the same and drops them, so that
+    /// every other weight is the one the full model starts from.
     fn new(tape: &mut Tape, rng: &mut NumpyRandom, c: usize, arch: Architecture) -> Self {
         let d = arch.head_dim(c).expect("the heads divide C");
         arch.check().expect("a model Architecture::check accepts");
@@ -473,13 +501,14 @@ impl Block {
                 window: arch.window,
                 rope: arch.rope,
                 latent: None,
+                key_offset: arch.key_offset,
                 scale: arch.scale(d),
                 mask_value: arch.mask_value,
                 dropout: arch.dropout,
                 attention: arch.attention,
                 out: Linear::new(tape, rng, c, c),
             },
-            ff: FeedForward::new(tape, rng, c),
+            ff: feed_forward(tape, rng, c, arch.attention_only),
             ln1: None,
             ln2: None,
             residual: arch.residual,
@@ -512,9 +541,25 @@ impl Block {
             .map(|l| Latent::new(tape, rng, (c, l, d), arch.heads, arch.rope));
         if arch.layer_norm {
             self.ln1 = Some(LayerNorm::new(tape, c));
-            self.ln2 = Some(LayerNorm::new(tape, c));
+            self.ln2 = self.ff.is_some().then(|| LayerNorm::new(tape, c));
         }
     }
+}
+
+/// A block's feed-forward network, or, attention only, `None`: its 2 · 4C · C normals drawn and
+/// dropped.
+fn feed_forward(
+    tape: &mut Tape,
+    rng: &mut NumpyRandom,
+    c: usize,
+    attention_only: bool,
+) -> Option<FeedForward> {
+    if attention_only {
+        rng.randn(4 * c * c); // W_in (4C, C)
+        rng.randn(4 * c * c); // W_out (C, 4C)
+        return None;
+    }
+    Some(FeedForward::new(tape, rng, c))
 }
 // ANCHOR_END: block_new
 
@@ -674,8 +719,10 @@ impl Gpt {
         let linear = |l: &Linear| (l.weight, l.bias);
         for (i, b) in self.blocks.iter().enumerate() {
             pair(format!("blocks.{i}.attn.out"), linear(&b.attn.out));
-            pair(format!("blocks.{i}.ff.in"), linear(&b.ff.input));
-            pair(format!("blocks.{i}.ff.out"), linear(&b.ff.output));
+            if let Some(ff) = &b.ff {
+                pair(format!("blocks.{i}.ff.in"), linear(&ff.input));
+                pair(format!("blocks.{i}.ff.out"), linear(&ff.output));
+            }
         }
         pair("head".to_string(), linear(&self.head));
         let norm = |n: &LayerNorm| (n.weight, n.bias);

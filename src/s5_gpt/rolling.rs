@@ -252,6 +252,7 @@ impl Gpt {
                 && a.window.is_some()
                 && a.mask_value == MASK_VALUE
                 && a.attention != AttentionForm::Tiled
+                && !a.key_offset
         };
         self.pos_emb.is_none() && self.blocks.iter().all(|b| rolls(&b.attn))
     }

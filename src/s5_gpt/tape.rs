@@ -373,6 +373,12 @@ impl Tape {
         self.apply(self.value(x).shape.clone(), Op::Rope { x, offset })
     }
 
+    /// Stage 8's one-position key offset on (…, T, D) keys: part of each key comes from the key
+    /// before it ([`super::variants::key_offset_forward`]).
+    pub fn key_offset(&mut self, x: NodeId) -> NodeId {
+        self.apply(self.value(x).shape.clone(), Op::KeyOffset { x })
+    }
+
     /// Stage 7's `torch.cat([a, b], dim=-1)`: (…, T, A) and (…, T, B) → (…, T, A + B).
     pub fn concat(&mut self, a: NodeId, b: NodeId) -> NodeId {
         let (sa, sb) = (&self.value(a).shape, &self.value(b).shape);

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::backend::Backend;
 use super::beyond::{Architecture, Gpt, GptConfig, dropout_masks};
-use super::data::{CharDataset, Split};
+use super::data::{Batch, CharDataset, Split};
 use super::error::GptError;
 use super::generate::{Sampling, generate};
 use super::model::Model;
@@ -225,39 +225,46 @@ impl Trainer {
     }
 
     /// Trains from the next step to `steps`, one batch after another (no shuffling, batch s mod
-    /// 15,684), and calls `each` after every step; `each` may stop the run early. A loss that is
-    /// not a finite number ends it with an error: every later step would be NaN too.
+    /// 15,684), and calls `each` after every step; `each` may stop the run early.
     pub fn train(
         &mut self,
         mut each: impl FnMut(&mut Trainer) -> ControlFlow<()>,
     ) -> Result<(), GptError> {
         while self.losses.len() < self.steps {
             let s = self.losses.len();
-            let lr = self.schedule.lr(s);
             let batch = self
                 .dataset
                 .batch(Split::Train, s % self.dataset.len(Split::Train));
-            let dropout = self.recipe.architecture.dropout > 0.0;
-            let mut masks = dropout.then(|| dropout_masks(self.recipe.seed, s));
-            let (tape, optimizer, model) = (&mut self.tape, &mut self.optimizer, &self.model);
-            let loss = train_step(tape, optimizer, lr, |tape| {
-                let logits = model.forward(tape, &batch.x, batch.rows, masks.as_mut()); // (B, T, V)
-                tape.cross_entropy(logits, &batch.y) // ()
-            });
-            if !loss.is_finite() {
-                return Err(GptError::LossNotFinite {
-                    step: s,
-                    loss,
-                    lr: self.recipe.lr,
-                });
-            }
-            self.losses.push(loss);
-            self.lrs.push(lr);
+            self.step(&batch)?;
             if each(self).is_break() {
                 break;
             }
         }
         Ok(())
+    }
+
+    /// Trains the next step on `batch` and returns its loss before the update. A loss that is not
+    /// a finite number ends the run with an error: every later step would be NaN too.
+    pub fn step(&mut self, batch: &Batch) -> Result<f32, GptError> {
+        let s = self.losses.len();
+        let lr = self.schedule.lr(s);
+        let dropout = self.recipe.architecture.dropout > 0.0;
+        let mut masks = dropout.then(|| dropout_masks(self.recipe.seed, s));
+        let (tape, optimizer, model) = (&mut self.tape, &mut self.optimizer, &self.model);
+        let loss = train_step(tape, optimizer, lr, |tape| {
+            let logits = model.forward(tape, &batch.x, batch.rows, masks.as_mut()); // (B, T, V)
+            tape.cross_entropy(logits, &batch.y) // ()
+        });
+        if !loss.is_finite() {
+            return Err(GptError::LossNotFinite {
+                step: s,
+                loss,
+                lr: self.recipe.lr,
+            });
+        }
+        self.losses.push(loss);
+        self.lrs.push(lr);
+        Ok(loss)
     }
 
     /// The mean loss over the test split; `each` is called after every batch.

@@ -129,6 +129,46 @@ pub fn concat_backward(d_a: &mut [f32], d_b: &mut [f32], d_out: &[f32], (wa, wb)
 }
 // ANCHOR_END: concat
 
+// ANCHOR: key_offset
+/// The coordinates of a key D wide that the key offset moves: the last quarter of each half,
+/// D/2 − D/4 .. D/2 and D − D/4 .. D, the pairs RoPE turns slowest (modded-nanogpt's "stationary"
+/// dims). Whole pairs, so a turned key stays a turned key.
+pub fn offset_coordinates(d: usize) -> [std::ops::Range<usize>; 2] {
+    let (half, quarter) = (d / 2, d / 4);
+    [half - quarter..half, d - quarter..d]
+}
+
+/// Stage 8's one-position key offset (modded-nanogpt's "partial key offset"): in each (T, D)
+/// matrix of keys, row r takes those coordinates from row r − 1, and row 0 has zeros there (no
+/// character comes before the first). A key then also says which character came before it, which
+/// is what an induction head asks for, in one layer.
+pub fn key_offset_forward(out: &mut [f32], x: &[f32], (t, d): (usize, usize)) {
+    out.copy_from_slice(x);
+    for (r, row) in out.chunks_exact_mut(d).enumerate() {
+        for range in offset_coordinates(d) {
+            match r % t {
+                0 => row[range].fill(0.0),
+                _ => row[range.clone()].copy_from_slice(&x[(r - 1) * d..][range]),
+            }
+        }
+    }
+}
+
+/// The gradient of a moved coordinate goes back one row; the last row's moved coordinates fed
+/// nothing.
+pub fn key_offset_backward(d_x: &mut [f32], d_out: &[f32], (t, d): (usize, usize)) {
+    d_x.copy_from_slice(d_out);
+    for (r, row) in d_x.chunks_exact_mut(d).enumerate() {
+        for range in offset_coordinates(d) {
+            match r % t == t - 1 {
+                true => row[range].fill(0.0),
+                false => row[range.clone()].copy_from_slice(&d_out[(r + 1) * d..][range]),
+            }
+        }
+    }
+}
+// ANCHOR_END: key_offset
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -152,6 +192,17 @@ mod tests {
         let (mut d_a, mut d_b) = ([0.0; 4], [0.0; 2]);
         concat_backward(&mut d_a, &mut d_b, &out, (2, 1));
         assert_eq!((d_a, d_b), ([1.0, 2.0, 3.0, 4.0], [5.0, 6.0]));
+    }
+
+    #[test]
+    fn key_offset_moves_the_slow_pairs_one_row_down_and_back() {
+        let x: Vec<f32> = (0..12).map(|i| i as f32).collect(); // T = 3 rows of D = 4
+        let mut out = [0.0; 12];
+        key_offset_forward(&mut out, &x, (3, 4));
+        assert_eq!(out, [0., 0., 2., 0., 4., 1., 6., 3., 8., 5., 10., 7.]);
+        let mut d_x = [0.0; 12];
+        key_offset_backward(&mut d_x, &out, (3, 4));
+        assert_eq!(d_x, [0., 1., 2., 3., 4., 5., 6., 7., 8., 0., 10., 0.]);
     }
 
     #[test]

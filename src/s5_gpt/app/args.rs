@@ -135,6 +135,13 @@ pub struct ArchitectureArgs {
     /// the KV cache keeps; with --rope, a decoupled rotary part beside it; 1 <= L <= C
     #[arg(long, value_name = "L")]
     pub latent: Option<usize>,
+    /// An attention-only model (stage 8): blocks without the feed-forward network
+    #[arg(long)]
+    pub attention_only: bool,
+    /// The one-position key offset (stage 8): a quarter of each head's key coordinates come from
+    /// the character before, so that one layer can form an induction head
+    #[arg(long)]
+    pub key_offset: bool,
 }
 
 /// `--attention naive|tiled|exact`: clap lists the names and refuses any other in one line.
@@ -162,12 +169,14 @@ impl ArchitectureArgs {
             window: self.window,
             rope: self.rope,
             latent: self.latent,
+            attention_only: self.attention_only,
+            key_offset: self.key_offset,
         }
     }
 }
 
 /// Each recipe flag: clap's id, the flag, and its value in `recipe`. A resumed run compares them.
-pub fn recipe_flags(recipe: &Recipe) -> [(&'static str, &'static str, String); 18] {
+pub fn recipe_flags(recipe: &Recipe) -> [(&'static str, &'static str, String); 20] {
     let on_off = |on: bool| if on { "on" } else { "off" }.to_string();
     let arch = &recipe.architecture;
     [
@@ -209,6 +218,12 @@ pub fn recipe_flags(recipe: &Recipe) -> [(&'static str, &'static str, String); 1
             "--latent",
             arch.latent.map_or("off".to_string(), |l| l.to_string()),
         ),
+        (
+            "attention_only",
+            "--attention-only",
+            on_off(arch.attention_only),
+        ),
+        ("key_offset", "--key-offset", on_off(arch.key_offset)),
     ]
 }
 

@@ -343,8 +343,10 @@ fn parameter_shapes(config: GptConfig) -> Vec<(String, Vec<usize>)> {
     };
     for i in 0..blocks {
         pair(format!("blocks.{i}.attn.out"), vec![c, c], c);
-        pair(format!("blocks.{i}.ff.in"), vec![4 * c, c], 4 * c);
-        pair(format!("blocks.{i}.ff.out"), vec![c, 4 * c], c);
+        if !architecture.attention_only {
+            pair(format!("blocks.{i}.ff.in"), vec![4 * c, c], 4 * c);
+            pair(format!("blocks.{i}.ff.out"), vec![c, 4 * c], c);
+        }
     }
     pair("head".to_string(), vec![v, c], v);
     // What the tutorial's model leaves out, after all of its own parameters.
@@ -368,8 +370,9 @@ fn parameter_shapes(config: GptConfig) -> Vec<(String, Vec<usize>)> {
             }
         }
         if architecture.layer_norm {
-            for name in ["ln1", "ln2"] {
-                pair(format!("blocks.{i}.{name}"), vec![c], c);
+            pair(format!("blocks.{i}.ln1"), vec![c], c);
+            if !architecture.attention_only {
+                pair(format!("blocks.{i}.ln2"), vec![c], c);
             }
         }
     }

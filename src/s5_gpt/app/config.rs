@@ -346,7 +346,24 @@ fn check_variants(arch: &Architecture, c: usize) -> Result<(), ToolError> {
         );
         return Err(ToolError::Config(why));
     }
-    check_latent(arch, c).map_err(ToolError::Config)
+    check_latent(arch, c).map_err(ToolError::Config)?;
+    check_key_offset(arch, d).map_err(ToolError::Config)
+}
+
+/// Stage 8's key offset: a quarter of each head to move, on keys projected from x.
+fn check_key_offset(arch: &Architecture, d: usize) -> Result<(), String> {
+    if !arch.key_offset {
+        return Ok(());
+    }
+    if d < 4 {
+        return Err(format!(
+            "--key-offset moves a quarter of each head's coordinates, but a head is {d} wide; make --embedding-size / --heads at least 4"
+        ));
+    }
+    if arch.latent.is_some() {
+        return Err("--key-offset moves keys projected from x, and --latent unfolds them from the latent; use one of them".into());
+    }
+    Ok(())
 }
 
 /// Latent attention's flags: a latent from 1 to C wide, with the projections, its own cache in
