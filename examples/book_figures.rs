@@ -25,6 +25,9 @@ struct Args {
     /// Draw only the pictures that need no training, and skip training stage 5.
     #[arg(long, alias = "attention-only")]
     quick: bool,
+    /// Draw only stage 8's pictures of its trained two-block model (it trains for a minute or two)
+    #[arg(long, conflicts_with = "quick")]
+    heads: bool,
 }
 
 /// Writes `figure` into `book/src/img/`, whole or not at all.
@@ -95,7 +98,23 @@ fn s8_trained() -> Result<s8_heads::Trained, Box<dyn std::error::Error>> {
     Ok(s8_heads::look_at(&mut trainer, &probes))
 }
 
+/// Stage 8's pictures and table of its trained two-block model, in both editions.
+fn s8_figures() -> Result<(), Box<dyn std::error::Error>> {
+    let trained = s8_trained()?;
+    for lang in Lang::ALL {
+        let (pictures, (file, table)) = figures::heads::trained_figures(lang, &trained);
+        for figure in pictures {
+            write(&figure)?;
+        }
+        write_generated(&file, &table)?;
+    }
+    Ok(())
+}
+
 fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
+    if args.heads {
+        return s8_figures();
+    }
     for lang in Lang::ALL {
         for figure in figures::quick_figures(lang)? {
             write(&figure)?;
@@ -120,14 +139,7 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         for figure in training_curves()? {
             write(&figure)?;
         }
-        let trained = s8_trained()?;
-        for lang in Lang::ALL {
-            let (pictures, (file, table)) = figures::heads::trained_figures(lang, &trained);
-            for figure in pictures {
-                write(&figure)?;
-            }
-            write_generated(&file, &table)?;
-        }
+        s8_figures()?;
     }
     Ok(())
 }

@@ -372,7 +372,7 @@ const CHAPTERS_1_TO_4: [&str; 4] = [
 ];
 
 /// Every stage's chapter: each ends with exercises.
-const STAGE_CHAPTERS: [&str; 7] = [
+const STAGE_CHAPTERS: [&str; 8] = [
     "s1_simple.md",
     "s2_trainable.md",
     "s3_causal.md",
@@ -380,6 +380,7 @@ const STAGE_CHAPTERS: [&str; 7] = [
     "s5_gpt.md",
     "s6_flash.md",
     "s7_variants.md",
+    "s8_heads.md",
 ];
 
 /// What a caption's second part may name: a section of rasbt's chapter 3 (`§3.3.1`), one of its
@@ -863,6 +864,39 @@ fn committed_rolling_table_and_chart_are_drawn_from_their_record() {
         let charts = figures(lang, &record);
         assert_eq!(charts.len(), 1, "the record draws the rolling chart");
         for figure in charts {
+            let drawn = committed(&figure.file).is_ok_and(|c| c == figure.svg);
+            assert!(drawn, "book/src/img/{} {stale}", figure.file);
+        }
+    }
+}
+
+#[test]
+fn committed_study_table_and_pictures_are_drawn_from_their_record() {
+    use attention_from_scratch::figures::committed;
+    use attention_from_scratch::figures::heads::{self, figures, tables};
+    use attention_from_scratch::lang::Lang;
+    let record = heads::committed().unwrap();
+    assert_eq!(
+        record.models.len(),
+        7,
+        "every model of the study is in the record"
+    );
+    let stale = "is stale; run `cargo run --release --example book_figures -- --quick`";
+    for lang in Lang::ALL {
+        for (file, text) in tables(lang, &record) {
+            let committed = fs::read_to_string(book_src().join("generated").join(&file));
+            assert!(
+                committed.is_ok_and(|c| c == text),
+                "book/src/generated/{file} {stale}"
+            );
+        }
+        let pictures = figures(lang, &record);
+        assert_eq!(
+            pictures.len(),
+            4,
+            "the detectors, the phase change, the losses, the grid"
+        );
+        for figure in pictures {
             let drawn = committed(&figure.file).is_ok_and(|c| c == figure.svg);
             assert!(drawn, "book/src/img/{} {stale}", figure.file);
         }

@@ -487,7 +487,7 @@ fn circuit(
 ) -> Figure {
     let (left, top) = (40.0, 70.0);
     let side = CIRCUIT_CELL * vocab.len() as f64;
-    let (width, height) = (left + side + 30.0, top + side + 70.0);
+    let (width, height) = (left + side + 30.0, top + side + 80.0);
     let mut svg = open_svg(lang, width, height, title);
     let peak = m.data.iter().fold(0f64, |a, x| a.max(x.abs()));
     for (k, &c) in vocab.iter().enumerate() {
@@ -532,17 +532,19 @@ fn circuit(
         GREY,
         cols,
     );
-    let words = match lang {
-        Lang::En => format!(
-            "rows: {rows}; blue above 0, red below, full at ±{peak:.1}; the diagonal {:.0}% of the columns' largest",
-            100.0 * m.diagonal_share()
+    let share = 100.0 * m.diagonal_share();
+    let (first, second) = match lang {
+        Lang::En => (
+            format!("rows: {rows}; blue above 0, red below, full at ±{peak:.1}"),
+            format!("the diagonal holds the largest entry of {share:.0}% of the columns"),
         ),
-        Lang::ZhCn => format!(
-            "行：{rows}；蓝色为正，红色为负，±{peak:.1} 处最深；{:.0}% 的列最大值在对角线上",
-            100.0 * m.diagonal_share()
+        Lang::ZhCn => (
+            format!("行：{rows}；蓝色为正，红色为负，±{peak:.1} 处最深"),
+            format!("{share:.0}% 的列的最大值在对角线上"),
         ),
     };
-    footer(&mut svg, (width, height), &words);
+    super::draw::note(&mut svg, (width / 2.0, height - 34.0), &first);
+    footer(&mut svg, (width, height), &second);
     Figure::new(lang, file, close_svg(svg))
 }
 

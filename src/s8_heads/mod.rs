@@ -10,7 +10,10 @@
 //! 4. [`study`]: the phase change, probed while the model trains.
 
 pub mod ablation;
+#[cfg(not(target_arch = "wasm32"))]
 pub mod app;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod chapter;
 pub mod circuits;
 pub mod detectors;
 pub mod exercises;
@@ -18,43 +21,20 @@ pub mod icl;
 pub mod repeats;
 pub mod study;
 
-use std::io::Write;
-use std::path::PathBuf;
+#[cfg(not(target_arch = "wasm32"))]
+pub use chapter::{Settings, default_corpus, phase, run, study_trainer};
 
 use ablation::{Ablation, HeadId, ablated_params};
-use circuits::{
-    HeadWeights, k_composed_qk_circuit, k_composition, k_composition_baseline, ov_circuit,
-};
-use detectors::{Detector, HAND_MADE_TEXT, hand_made, score};
+use circuits::{k_composed_qk_circuit, ov_circuit};
 use icl::copy_losses;
 use repeats::Repeats;
-use study::{Probe, Probes, train_probed};
+use study::Probes;
 
-use crate::print::{cell, heading};
-use crate::s5_gpt::app::config::Config;
-use crate::s5_gpt::app::error::ToolError;
 use crate::s5_gpt::beyond::Architecture;
 use crate::s5_gpt::train::{Recipe, Trainer};
 
 /// Steps each of the study's models trains.
 pub const PHASE_STEPS: usize = 4500;
-
-/// Where the text comes from, and on how many threads the fast layer runs.
-#[derive(Clone, Debug)]
-pub struct Settings {
-    pub data: PathBuf,
-    pub threads: usize,
-}
-
-/// `data/tinyshakespeare.txt`, or the copy beside the crate's folder.
-pub fn default_corpus() -> PathBuf {
-    let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let local = here.join("data/tinyshakespeare.txt");
-    match local.is_file() {
-        true => local,
-        false => here.join("../shared/data/tinyshakespeare.txt"),
-    }
-}
 
 // ANCHOR: study_models
 /// One of the study's models: its name, its architecture, its blocks, and whether repeated random
@@ -140,248 +120,8 @@ pub fn study_recipe(model: &StudyModel) -> Recipe {
 }
 // ANCHOR_END: study_models
 
-/// The trainer of `model` on the corpus, for `steps` steps.
-pub fn study_trainer(
-    model: &StudyModel,
-    settings: &Settings,
-    steps: usize,
-) -> Result<Trainer, ToolError> {
-    let cfg = Config {
-        recipe: study_recipe(model),
-        data: Some(settings.data.clone()),
-        max_steps: Some(steps),
-        threads: settings.threads,
-        ..Config::default()
-    };
-    let mut trainer = cfg.trainer()?;
-    study::scale_embeddings(&mut trainer, model.embedding_scale);
-    Ok(trainer)
-}
-
-/// One probe as a line of the record.
-pub fn probe_line(model: &str, p: &Probe) -> String {
-    let heads: Vec<String> = p
-        .heads
-        .iter()
-        .enumerate()
-        .flat_map(|(b, heads)| {
-            heads
-                .iter()
-                .enumerate()
-                .map(move |(h, s)| format!("b{b}h{h}={:.3}/{:.3}/{:.3}", s[0], s[1], s[2]))
-        })
-        .collect();
-    format!(
-        "model={model} step={} train_loss={:.4} first_copy={:.4} second_copy={:.4} icl={:.4} {}",
-        p.step,
-        p.train_loss,
-        p.first_copy,
-        p.second_copy,
-        p.icl_score,
-        heads.join(" ")
-    )
-}
-
-/// `--phase`: trains each of the study's models (or only `only`) for `steps` steps, probing every
-/// `every`, and prints one line per probe.
-pub fn phase<W: Write>(
-    out: &mut W,
-    settings: &Settings,
-    (steps, every): (usize, usize),
-    only: Option<&str>,
-) -> Result<(), ToolError> {
-    let cfg = Config {
-        threads: settings.threads,
-        ..Config::default()
-    };
-    for model in study_models()
-        .iter()
-        .filter(|m| only.is_none_or(|n| n == m.name))
-    {
-        eprintln!("s8_heads: training {} for {steps} steps…", model.name);
-        let start = std::time::Instant::now();
-        cfg.with_threads(|| {
-            let mut trainer = study_trainer(model, settings, steps)?;
-            let v = trainer.dataset.vocab_size();
-            let probes = Probes::new(PROBE_SEED, 8, trainer.recipe.context_size, v);
-            let mut lines = vec![];
-            train_probed(&mut trainer, model.repeats, (&probes, every), |p| {
-                lines.push(probe_line(model.name, p));
-            })?;
-            for line in lines {
-                writeln!(out, "{line}")?;
-            }
-            let seconds = start.elapsed().as_secs();
-            writeln!(out, "# {} took {seconds} s, probes included.", model.name)?;
-            out.flush()?;
-            Ok(())
-        })?;
-    }
-    Ok(())
-}
-
 /// The seed of the probes' repeated random sequences.
 pub const PROBE_SEED: u32 = 8;
-
-/// Steps of the chapter's short run.
-pub const SHORT_STEPS: usize = 200;
-
-/// A line of a detector table: its name, then one cell per detector, 17 characters wide.
-fn detector_row(name: &str, cells: &[String]) -> String {
-    let cells: Vec<String> = cells.iter().map(|c| format!("{c:>17}")).collect();
-    format!("{name:>10}{}", cells.join(""))
-}
-
-/// A line of cells 10 characters wide.
-fn row(cells: &[String]) -> String {
-    cells
-        .iter()
-        .map(|c| format!("{c:>10}"))
-        .collect::<Vec<_>>()
-        .join("")
-}
-
-// ANCHOR: run
-/// Prints the chapter's outputs, in its order.
-pub fn run<W: Write>(out: &mut W, settings: &Settings) -> Result<(), ToolError> {
-    hand_made_scores(out)?;
-    let model = study_models()[0]; // two blocks, attention only
-    let cfg = Config {
-        threads: settings.threads,
-        ..Config::default()
-    };
-    cfg.with_threads(|| {
-        let mut trainer = study_trainer(&model, settings, SHORT_STEPS)?;
-        let v = trainer.dataset.vocab_size();
-        let probes = Probes::new(PROBE_SEED, 8, trainer.recipe.context_size, v);
-        let taken = train_probed(&mut trainer, model.repeats, (&probes, 100), |_| {})?;
-        short_run(out, &taken)?;
-        heads_table(out, taken.last().expect("a probe at the end"))?;
-        circuits_summary(out, &trainer, taken.last().expect("a probe at the end"))?;
-        ablation_table(out, &mut trainer, &probes)
-    })
-}
-// ANCHOR_END: run
-
-/// The detectors on patterns made by hand, on CAPULET written twice.
-fn hand_made_scores<W: Write>(out: &mut W) -> Result<(), ToolError> {
-    heading(out, "8.2 Head detectors")?;
-    let mut lines = vec![];
-    let tokens: Vec<usize> = HAND_MADE_TEXT.chars().map(|c| c as usize).collect();
-    let patterns = hand_made(tokens.len());
-    let names: Vec<String> = Detector::ALL.iter().map(|d| d.name().to_string()).collect();
-    lines.push(detector_row("looks at", &names));
-    for (name, weights) in &patterns {
-        let scores: Vec<String> = Detector::ALL
-            .iter()
-            .map(|&d| format!("{:.3}", score(d, &tokens, weights)))
-            .collect();
-        lines.push(detector_row(name, &scores));
-    }
-    let prints = format!("each head's scores on {HAND_MADE_TEXT:?}");
-    Ok(cell(out, "hand-made", &prints, &lines)?)
-}
-
-/// The short run's probes, one line each.
-fn short_run<W: Write>(out: &mut W, taken: &[Probe]) -> Result<(), ToolError> {
-    heading(out, "8.3 A short run, probed")?;
-    let header = [
-        "step",
-        "loss",
-        "1st copy",
-        "2nd copy",
-        "ICL",
-        "prev b0",
-        "induct b1",
-    ];
-    let mut lines = vec![row(&header.map(String::from))];
-    for p in taken {
-        let (prev, induction) = (p.best(0, 0), p.best(1, 2));
-        let cells = [
-            p.step.to_string(),
-            format!("{:.3}", p.train_loss),
-            format!("{:.3}", p.first_copy),
-            format!("{:.3}", p.second_copy),
-            format!("{:+.3}", p.icl_score),
-            format!("h{} {:.2}", prev.0, prev.1),
-            format!("h{} {:.2}", induction.0, induction.1),
-        ];
-        lines.push(row(&cells));
-    }
-    Ok(cell(
-        out,
-        "short run",
-        "probes of the two-block model",
-        &lines,
-    )?)
-}
-
-/// Every head's three scores at the last probe.
-fn heads_table<W: Write>(out: &mut W, p: &Probe) -> Result<(), ToolError> {
-    let names: Vec<String> = Detector::ALL.iter().map(|d| d.name().to_string()).collect();
-    let mut lines = vec![detector_row("head", &names)];
-    for (b, heads) in p.heads.iter().enumerate() {
-        for (h, s) in heads.iter().enumerate() {
-            let cells: Vec<String> = s.iter().map(|x| format!("{x:.3}")).collect();
-            lines.push(detector_row(&format!("b{b}h{h}"), &cells));
-        }
-    }
-    let prints = format!("each head's scores after {} steps", p.step);
-    Ok(cell(out, "heads", &prints, &lines)?)
-}
-
-/// The best previous-token head of block 0 and induction head of block 1: their K-composition
-/// against random heads', and how diagonal the induction head's circuits are.
-fn circuits_summary<W: Write>(out: &mut W, trainer: &Trainer, p: &Probe) -> Result<(), ToolError> {
-    let (prev, induction) = (p.best(0, 0).0, p.best(1, 2).0);
-    let (model, tape) = (&trainer.model, &trainer.tape);
-    heading(out, "8.4 Circuits and ablation")?;
-    let later = HeadWeights::of(tape, &model.blocks[1].attn, induction);
-    let earlier = HeadWeights::of(tape, &model.blocks[0].attn, prev);
-    let c = model.config.embedding_size;
-    let baseline = k_composition_baseline(c, c / model.blocks[1].attn.num_heads, 100, 0);
-    let composition = k_composition(&later, &earlier);
-    let ov = ov_circuit(model, tape, 1, induction);
-    let qk = k_composed_qk_circuit(model, tape, prev, induction);
-    let lines = [
-        format!(
-            "K-composition of b1h{induction} with b0h{prev}: {composition:.3} (random heads: {baseline:.3})"
-        ),
-        format!(
-            "OV circuit of b1h{induction}: the diagonal holds the largest of {:.1}% of the columns",
-            100.0 * ov.diagonal_share()
-        ),
-        format!(
-            "QK circuit of b1h{induction} through b0h{prev}: the diagonal holds the largest of {:.1}%",
-            100.0 * qk.diagonal_share()
-        ),
-    ];
-    let prints = format!(
-        "b0h{prev}, the best previous-token head, and b1h{induction}, the best induction head"
-    );
-    Ok(cell(out, "circuits", &prints, &lines)?)
-}
-
-/// The loss on the second copy of the probes and on the test split with each head zero-ablated.
-fn ablation_table<W: Write>(
-    out: &mut W,
-    trainer: &mut Trainer,
-    probes: &Probes,
-) -> Result<(), ToolError> {
-    let mut lines = vec![format!(
-        "{:>10}{}",
-        "ablated",
-        row(&["2nd copy".into(), "test".into()])
-    )];
-    for (name, second, test) in ablations(trainer, probes) {
-        lines.push(format!(
-            "{name:>10}{}",
-            row(&[format!("{second:.3}"), format!("{test:.3}")])
-        ));
-    }
-    let prints = "each head zero-ablated: the loss on the second copy and on the test split";
-    Ok(cell(out, "ablation", prints, &lines)?)
-}
 
 /// Runs `f` on the trainer with head `id` zero-ablated, then puts the head back.
 fn with_ablated_trainer<R>(
