@@ -375,7 +375,7 @@ fn formed_at(rows: &[Row], score: fn(&Row) -> f64) -> Option<usize> {
 pub fn table(lang: Lang, study: &Study) -> String {
     let mut md = String::from(lang.pick(
         "| model | steps | best previous-token head, block 0 | best induction head, last block | induction ≥ 0.5 from step | loss, 1st copy | loss, 2nd copy | Olsson's score |\n",
-        "| 模型 | 步数 | 模块 0 最佳前一字符头 | 最后模块最佳归纳头 | 归纳分数 ≥ 0.5 的起始步 | 第一份损失 | 第二份损失 | Olsson 分数 |\n",
+        "| 模型 | 步数 | 模块 0 最佳前一个字符头 | 最后模块最佳归纳头 | 归纳分数 ≥ 0.5 的起始步 | 第一份损失 | 第二份损失 | Olsson 分数 |\n",
     ));
     md.push_str("|---|---:|---:|---:|---:|---:|---:|---:|\n");
     for (model, _) in MODELS {

@@ -30,14 +30,11 @@ pub struct Architecture {
     /// H, the attention heads, each D = C/H wide (stage 4's `MultiHeadAttention`). Asking for
     /// heads turns on `qkv` too; without projections the heads would split the tokens themselves.
     pub heads: usize,
-    /// x + attention(x) and x + feed_forward(x): each block adds to its input instead of replacing
-    /// it.
+    /// x + attention(x) and x + feed_forward(x): each block adds to its input.
     pub residual: bool,
-    /// LayerNorm before the attention, the feed-forward network and the output layer (pre-LN, as
-    /// GPT-2).
+    /// LayerNorm before the attention, the feed-forward network and the output (pre-LN, GPT-2's).
     pub layer_norm: bool,
-    /// Stage 3's dropout on the attention weights, while training: each is zeroed with this
-    /// probability.
+    /// Stage 3's dropout on the attention weights while training: the probability of zeroing each.
     pub dropout: f64,
     /// What `Tril` writes above the diagonal: the tutorial's −1e9, or 0 for its closing exercise.
     pub mask_value: f32,
@@ -61,12 +58,10 @@ pub struct Architecture {
     /// is all the cache keeps. `None` projects them from x.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub latent: Option<usize>,
-    /// Stage 8's attention-only model: blocks without the feed-forward network, so that every
-    /// path from a character to a prediction goes through heads that can be read one by one.
+    /// Stage 8's attention-only model: blocks without the feed-forward network.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub attention_only: bool,
-    /// Stage 8's one-position key offset: part of each key is the key of the character before
-    /// it, which lets one layer find "the character after the last time this one came".
+    /// Stage 8's key offset: half of each key is the key of the character before it.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub key_offset: bool,
 }
@@ -263,8 +258,7 @@ impl Attention {
 
 // ANCHOR: split_heads
 impl Attention {
-    /// Stage 4's `MultiHeadAttention` of width `c` alone, outside a block: W_query, W_key, W_value
-    /// and `out_proj`, drawn in that order, `arch.heads` heads, `arch`'s mask, dropout and form.
+    /// Stage 4's `MultiHeadAttention` of width `c` alone: W_query, W_key, W_value, `out_proj`.
     pub fn multi_head(
         tape: &mut Tape,
         rng: &mut NumpyRandom,

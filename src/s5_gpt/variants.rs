@@ -130,9 +130,9 @@ pub fn concat_backward(d_a: &mut [f32], d_b: &mut [f32], d_out: &[f32], (wa, wb)
 // ANCHOR_END: concat
 
 // ANCHOR: key_offset
-/// The coordinates of a key D wide that the key offset moves: the last quarter of each half,
-/// D/2 − D/4 .. D/2 and D − D/4 .. D, the pairs RoPE turns slowest (modded-nanogpt's "stationary"
-/// dims). Whole pairs, so a turned key stays a turned key.
+/// The coordinates of a key D wide that the key offset moves: the second half of each half,
+/// D/2 − D/4 .. D/2 and D − D/4 .. D, half of the coordinates, the pairs RoPE turns slowest
+/// (modded-nanogpt's "stationary" dims). Whole pairs, so a turned key stays a turned key.
 pub fn offset_coordinates(d: usize) -> [std::ops::Range<usize>; 2] {
     let (half, quarter) = (d / 2, d / 4);
     [half - quarter..half, d - quarter..d]

@@ -174,7 +174,7 @@ fn hand_made_scores<W: Write>(out: &mut W) -> Result<(), ToolError> {
 
 /// The short run's probes, one line each.
 fn short_run<W: Write>(out: &mut W, taken: &[Probe]) -> Result<(), ToolError> {
-    heading(out, "8.3 A short run, probed")?;
+    heading(out, "8.4 The phase change: a short run, probed")?;
     let header = [
         "step",
         "loss",
@@ -225,7 +225,7 @@ fn heads_table<W: Write>(out: &mut W, p: &Probe) -> Result<(), ToolError> {
 fn circuits_summary<W: Write>(out: &mut W, trainer: &Trainer, p: &Probe) -> Result<(), ToolError> {
     let (prev, induction) = (p.best(0, 0).0, p.best(1, 2).0);
     let (model, tape) = (&trainer.model, &trainer.tape);
-    heading(out, "8.4 Circuits and ablation")?;
+    heading(out, "8.5 and 8.6 Circuits and ablation")?;
     let later = HeadWeights::of(tape, &model.blocks[1].attn, induction);
     let earlier = HeadWeights::of(tape, &model.blocks[0].attn, prev);
     let c = model.config.embedding_size;

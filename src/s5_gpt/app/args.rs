@@ -138,8 +138,8 @@ pub struct ArchitectureArgs {
     /// An attention-only model (stage 8): blocks without the feed-forward network
     #[arg(long)]
     pub attention_only: bool,
-    /// The one-position key offset (stage 8): a quarter of each head's key coordinates come from
-    /// the character before, so that one layer can form an induction head
+    /// The one-position key offset (stage 8): half of each head's key coordinates come from the
+    /// character before, so that one block can form an induction head
     #[arg(long)]
     pub key_offset: bool,
 }

@@ -350,14 +350,15 @@ fn check_variants(arch: &Architecture, c: usize) -> Result<(), ToolError> {
     check_key_offset(arch, d).map_err(ToolError::Config)
 }
 
-/// Stage 8's key offset: a quarter of each head to move, on keys projected from x.
+/// Stage 8's key offset: whole pairs of each head to move (D at least 4), on keys projected from
+/// x.
 fn check_key_offset(arch: &Architecture, d: usize) -> Result<(), String> {
     if !arch.key_offset {
         return Ok(());
     }
     if d < 4 {
         return Err(format!(
-            "--key-offset moves a quarter of each head's coordinates, but a head is {d} wide; make --embedding-size / --heads at least 4"
+            "--key-offset moves half of each head's coordinates in whole pairs, but a head is {d} wide; make --embedding-size / --heads at least 4"
         ));
     }
     if arch.latent.is_some() {
