@@ -590,17 +590,23 @@ pub fn circuits(lang: Lang, trained: &Trained) -> [Figure; 2] {
 /// The ablation table, for `lang`.
 pub fn ablation_table(lang: Lang, trained: &Trained) -> String {
     let mut md = String::from(lang.pick(
-        "| head zero-ablated | loss, 2nd copy | loss, test split |\n",
-        "| 零消融的头 | 第二份损失 | 测试集损失 |\n",
+        "| head ablated | 2nd copy, zero | 2nd copy, mean | test split, zero | test split, mean |\n",
+        "| 消融的头 | 第二份，零消融 | 第二份，均值消融 | 测试集，零消融 | 测试集，均值消融 |\n",
     ));
-    md.push_str("|---|---:|---:|\n");
-    for (name, second, test) in &trained.ablation {
-        let name = if name == "none" {
+    md.push_str("|---|---:|---:|---:|---:|\n");
+    for a in &trained.ablation {
+        let name = if a.head == "none" {
             lang.pick("none", "无")
         } else {
-            name
+            &a.head
         };
-        writeln!(md, "| {name} | {second:.3} | {test:.3} |").expect("a String takes every write");
+        let (zero, mean) = (a.zero, a.mean);
+        writeln!(
+            md,
+            "| {name} | {:.3} | {:.3} | {:.3} | {:.3} |",
+            zero.0, mean.0, zero.1, mean.1
+        )
+        .expect("a String takes every write");
     }
     md
 }

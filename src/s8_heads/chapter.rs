@@ -122,6 +122,12 @@ fn detector_row(name: &str, cells: &[String]) -> String {
     format!("{name:>10}{}", cells.join(""))
 }
 
+/// A line of cells 12 characters wide.
+fn wide_row(cells: &[String]) -> String {
+    let cells: Vec<String> = cells.iter().map(|c| format!("{c:>12}")).collect();
+    cells.join("")
+}
+
 /// A line of cells 10 characters wide.
 fn row(cells: &[String]) -> String {
     cells
@@ -258,17 +264,17 @@ fn ablation_table<W: Write>(
     trainer: &mut Trainer,
     probes: &Probes,
 ) -> Result<(), ToolError> {
+    let header = ["2nd, zero", "2nd, mean", "test, zero", "test, mean"];
     let mut lines = vec![format!(
         "{:>10}{}",
         "ablated",
-        row(&["2nd copy".into(), "test".into()])
+        wide_row(&header.map(String::from))
     )];
-    for (name, second, test) in ablations(trainer, probes) {
-        lines.push(format!(
-            "{name:>10}{}",
-            row(&[format!("{second:.3}"), format!("{test:.3}")])
-        ));
+    for a in ablations(trainer, probes) {
+        let cells = [a.zero.0, a.mean.0, a.zero.1, a.mean.1].map(|x| format!("{x:.3}"));
+        lines.push(format!("{:>10}{}", a.head, wide_row(&cells)));
     }
-    let prints = "each head zero-ablated: the loss on the second copy and on the test split";
+    let prints =
+        "each head zero- and mean-ablated: the loss on the second copy and on the test split";
     Ok(cell(out, "ablation", prints, &lines)?)
 }

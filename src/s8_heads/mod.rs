@@ -31,6 +31,7 @@ use repeats::Repeats;
 use study::Probes;
 
 use crate::s5_gpt::beyond::Architecture;
+use crate::s5_gpt::data::Split;
 use crate::s5_gpt::train::{Recipe, Trainer};
 
 /// Steps each of the study's models trains.
@@ -126,18 +127,15 @@ pub const PROBE_SEED: u32 = 8;
 /// Runs `f` on the trainer with head `id` zero-ablated, then puts the head back.
 fn with_ablated_trainer<R>(
     trainer: &mut Trainer,
-    id: HeadId,
+    (id, ablation): (HeadId, Ablation),
     f: impl FnOnce(&mut Trainer) -> R,
 ) -> R {
     let model = trainer.model.clone();
-    let kept: Vec<Vec<f32>> = trainer
-        .tape
-        .params()
-        .iter()
-        .map(|p| p.data.clone())
-        .collect();
-    let ablated = ablated_params(&model, &mut trainer.tape, (id, Ablation::Zero), (&[], 0));
-    trainer.tape.set_params(ablated.iter().map(Vec::as_slice));
+    let reference = trainer.dataset.batch(Split::Test, 0); // mean ablation's text
+    let tape = &mut trainer.tape;
+    let ablated = ablated_params(&model, tape, (id, ablation), (&reference.x, reference.rows));
+    let kept: Vec<Vec<f32>> = tape.params().iter().map(|p| p.data.clone()).collect();
+    tape.set_params(ablated.iter().map(Vec::as_slice));
     let result = f(trainer);
     trainer.tape.set_params(kept.iter().map(Vec::as_slice));
     result
@@ -160,9 +158,8 @@ pub struct Trained {
     /// The induction head's full OV circuit, and its QK circuit through the previous-token head.
     pub ov: circuits::Matrix,
     pub qk: circuits::Matrix,
-    /// Each head zero-ablated (none first): its name, the loss on the second copy and on the test
-    /// split.
-    pub ablation: Vec<(String, f64, f64)>,
+    /// Each head zero-ablated and mean-ablated, the model as it is first.
+    pub ablation: Vec<Ablated>,
 }
 
 /// Characters in the stripe's text: 12 random ones, twice.
@@ -193,19 +190,37 @@ pub fn look_at(trainer: &mut Trainer, probes: &Probes) -> Trained {
     }
 }
 
-/// The loss on the second copy of the probes and on the test split, with no head ablated and
-/// then with each head zero-ablated in turn.
-pub fn ablations(trainer: &mut Trainer, probes: &Probes) -> Vec<(String, f64, f64)> {
+/// One row of the ablation table: the head taken out ("none" for the model as it is), and the
+/// loss on the second copy of the probes and on the test split with the head zero-ablated and
+/// mean-ablated.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Ablated {
+    pub head: String,
+    pub zero: (f64, f64),
+    pub mean: (f64, f64),
+}
+
+/// The model as it is, then each head zero-ablated and mean-ablated in turn (the mean over the
+/// first test batch).
+pub fn ablations(trainer: &mut Trainer, probes: &Probes) -> Vec<Ablated> {
     let measure = |trainer: &mut Trainer| {
         let (_, second) = copy_losses(&trainer.model, &mut trainer.tape, &probes.sequences);
         (second, trainer.estimate(probes.test_batches).test)
     };
-    let (second, test) = measure(trainer);
-    let mut rows = vec![("none".to_string(), second, test)];
+    let kept = measure(trainer);
+    let mut rows = vec![Ablated {
+        head: "none".to_string(),
+        zero: kept,
+        mean: kept,
+    }];
     for block in 0..trainer.model.blocks.len() {
         for head in 0..trainer.model.blocks[block].attn.num_heads {
-            let (second, test) = with_ablated_trainer(trainer, HeadId { block, head }, measure);
-            rows.push((format!("b{block}h{head}"), second, test));
+            let id = HeadId { block, head };
+            rows.push(Ablated {
+                head: format!("b{block}h{head}"),
+                zero: with_ablated_trainer(trainer, (id, Ablation::Zero), measure),
+                mean: with_ablated_trainer(trainer, (id, Ablation::Mean), measure),
+            });
         }
     }
     rows
