@@ -1,13 +1,18 @@
 //! Stage 8: what attention learns. Not in either tutorial: the stage follows Elhage et al., *A
 //! Mathematical Framework for Transformer Circuits* (2021), and Olsson et al., *In-context Learning
 //! and Induction Heads* (2022), and trains their attention-only models from scratch on stage 5's
-//! tape, as flags of the sequel's model ([`Architecture`](crate::s5_gpt::beyond::Architecture)):
+//! tape, as flags of the sequel's model ([`Architecture`]):
 //! `attention_only` and `key_offset`.
 //!
 //! 1. [`repeats`]: repeated random text, to test with and to train on.
 //! 2. [`detectors`]: previous-token, duplicate-token and induction scores of every head.
 //! 3. [`icl`]: in-context learning, the second copy's loss and Olsson's score.
 //! 4. [`study`]: the phase change, probed while the model trains.
+//! 5. [`circuits`]: each head's QK and OV circuits, and K-composition.
+//! 6. [`ablation`]: a head taken out, zero or mean.
+//!
+//! [`exercises`] holds the solutions of the chapter's exercises; `chapter` prints the chapter's
+//! outputs and records the study (`cargo run --example s8_heads`, `-- --phase`).
 
 pub mod ablation;
 #[cfg(not(target_arch = "wasm32"))]
