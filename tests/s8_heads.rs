@@ -13,17 +13,10 @@ use attention_from_scratch::s5_gpt::{CharDataset, Gpt, GptConfig, Split, Tape, T
 use attention_from_scratch::s8_heads::ablation::{
     Ablation, HeadId, ablated_params, head_outputs, with_params,
 };
-use attention_from_scratch::s8_heads::detectors::{Detector, score};
+use attention_from_scratch::s8_heads::detectors::{Detector, pure, score};
 use attention_from_scratch::s8_heads::repeats::{Repeats, repeats_rng};
 use attention_from_scratch::s8_heads::study::{Probes, train_probed};
 use common::gradcheck::{check_gradients, check_whole_model, random_tensor};
-
-/// A (T, T) pattern whose row i puts all its weight on key `look(i)`.
-fn pure(t: usize, look: impl Fn(usize) -> usize) -> Vec<f32> {
-    let mut w = vec![0.0; t * t];
-    (0..t).for_each(|i| w[i * t + look(i)] = 1.0);
-    w
-}
 
 #[test]
 fn a_pure_head_scores_one_on_its_own_detector() {

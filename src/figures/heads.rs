@@ -9,7 +9,6 @@ use std::fmt::Write as _;
 
 use ndarray::ArrayView2;
 
-use super::Figure;
 use super::cache::machine;
 use super::chart::{Axis, Legend, LineChart, POINTS, Scale, Series, Side, Style};
 use super::colours::blue;
@@ -18,6 +17,7 @@ use super::draw::{
 };
 use super::heatmap::heatmap_grid;
 use super::record::Line;
+use super::{Figure, visible};
 use crate::Error;
 use crate::lang::Lang;
 use crate::s8_heads::Trained;
@@ -179,6 +179,16 @@ const PHASE_CHART: Style = Style {
     ..POINTS
 };
 
+/// The study's charts' x axis: training steps from 0 to `last`.
+fn step_axis(lang: Lang, last: f64) -> Axis<'static> {
+    Axis {
+        name: lang.pick("training step", "训练步数"),
+        ends: (0.0, last),
+        scale: Scale::Linear,
+        ticks: step_ticks(last),
+    }
+}
+
 /// Ticks at every 1,000 steps up to `last`.
 fn step_ticks(last: f64) -> Vec<(f64, String)> {
     (0..=(last as usize) / 1000)
@@ -213,12 +223,7 @@ pub fn phase_chart(lang: Lang, study: &Study) -> Figure {
             "第 8 阶段：训练中每个模型最后一个模块的最佳归纳分数",
         ),
         style: PHASE_CHART,
-        x: Axis {
-            name: lang.pick("training step", "训练步数"),
-            ends: (0.0, last),
-            scale: Scale::Linear,
-            ticks: step_ticks(last),
-        },
+        x: step_axis(lang, last),
         y: Axis {
             name: lang.pick("induction score", "归纳分数"),
             ends: (0.0, 1.0),
@@ -283,12 +288,7 @@ pub fn copies_chart(lang: Lang, study: &Study) -> Option<Figure> {
             "第 8 阶段：两个模块的纯注意力模型在训练中的损失",
         ),
         style: COPIES_CHART,
-        x: Axis {
-            name: lang.pick("training step", "训练步数"),
-            ends: (0.0, last),
-            scale: Scale::Linear,
-            ticks: step_ticks(last),
-        },
+        x: step_axis(lang, last),
         y: Axis {
             name: lang.pick("loss (nats)", "损失（奈特）"),
             ends: (0.0, 6.0),
@@ -415,15 +415,6 @@ pub fn figures(lang: Lang, study: &Study) -> Vec<Figure> {
     figures.extend(copies_chart(lang, study));
     figures.extend(head_grid(lang, study));
     figures
-}
-
-/// A character as a picture labels it: a space and a newline, which would not show, as ␣ and ⏎.
-fn visible(c: char) -> String {
-    match c {
-        ' ' => "␣".to_string(),
-        '\n' => "⏎".to_string(),
-        c => c.to_string(),
-    }
 }
 
 /// `s8_stripe.svg`: every head's weights on n random characters written twice.

@@ -307,7 +307,7 @@ pub fn learning_rate_curve(lang: Lang, lrs: &[f64]) -> Figure {
 }
 
 /// A character as a picture labels it: a space and a newline, which would not show, as ␣ and ⏎.
-fn visible(c: char) -> String {
+pub(super) fn visible(c: char) -> String {
     match c {
         ' ' => "␣".to_string(),
         '\n' => "⏎".to_string(),
