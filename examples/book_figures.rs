@@ -85,7 +85,7 @@ fn training_curves() -> Result<Vec<Figure>, ToolError> {
 fn s8_trained() -> Result<s8_heads::Trained, Box<dyn std::error::Error>> {
     let model = s8_heads::study_models()[0];
     let settings = s8_heads::Settings {
-        data: s8_heads::default_corpus(),
+        data: s5_gpt::app::files::default_data_path(),
         threads: 0,
     };
     let mut trainer = s8_heads::study_trainer(&model, &settings, s8_heads::PHASE_STEPS)?;

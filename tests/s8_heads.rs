@@ -268,9 +268,10 @@ fn exercise_identity_heads_compose_at_one_over_root_c() {
 fn printed() -> &'static str {
     static PRINTED: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     PRINTED.get_or_init(|| {
-        use attention_from_scratch::s8_heads::{Settings, default_corpus, run};
+        use attention_from_scratch::s5_gpt::app::files::default_data_path;
+        use attention_from_scratch::s8_heads::{Settings, run};
         let settings = Settings {
-            data: default_corpus(),
+            data: default_data_path(),
             threads: 1,
         };
         let mut out = Vec::new();

@@ -1,4 +1,4 @@
-// The book's panels, part 2 of 8 (see play-engine.js): the pictures, drawn as SVG from the numbers the
+// The book's panels, part 2 of 9 (see play-engine.js): the pictures, drawn as SVG from the numbers the
 // front returns. The heat maps' colours are the book's own (src/plot.rs), from the front's page_facts().
 (function () {
     "use strict";

@@ -1,4 +1,4 @@
-// The book's panels, part 1 of 8: what every panel shares. The parts are, in the order book.toml loads
+// The book's panels, part 1 of 9: what every panel shares. The parts are, in the order book.toml loads
 // them (after play-labels.js, which holds the labels in both languages):
 //   play-engine.js   the worker, the URL parameters, the labels, a panel's state and fields, the set-up
 //   play-charts.js   the pictures: heat maps, the loss curves, the bars of a distribution
@@ -8,6 +8,7 @@
 //   play-flash.js    stage 6: "Run it here", the online softmax and tiled attention at length
 //   play-kv.js       stage 7: "Run it here", the KV-memory calculator
 //   play-variants.js stage 7: each variant's first block on a prompt, its mask and its heads' weights
+//   play-heads.js    stage 8: the attention-only model trained live, its heads' scores, maps and ablation
 // They share one object, window.attentionPanels; each panel's file adds its kind to `kinds`.
 //
 // A chapter marks a panel with an empty <div class="play-panel" data-play="…">; the set-up below fills it
@@ -30,6 +31,8 @@
 //   s7_variants.html?layers=N&heads=H&kv-heads=K&head-dim=D&tokens=T&window=W&latent=L&bytes=B&run
 //                                 stage 7's KV-memory calculator (`s7_variants --kv`)
 //   s7_variants.html?weights=…&variant=NAME   stage 7's first blocks (`s7_variants --weights … --variant …`)
+//   s8_heads.html?heads-train=N&pattern=TEXT&ablate=bBhH   stage 8's model trained N steps, probed every
+//                                 100 (`s8_heads --phase --model aon2`), a text drawn head by head, a head zeroed
 // The training and sampling parameters are the command line's flags without their dashes.
 // A panel sets data-state on its element: "idle", "running", "paused", "done", "error" or "unavailable";
 // the sample panel's distribution sets data-probs-state the same way, and the sample panel sets

@@ -1,4 +1,4 @@
-// The book's panels, part 6 of 8 (see play-engine.js): stage 6, "Run it here". The panel runs the
+// The book's panels, part 6 of 9 (see play-engine.js): stage 6, "Run it here". The panel runs the
 // online softmax on the reader's scores, a step at a time, and tiled attention at the reader's T and
 // tile, and prints what `cargo run --example s6_flash -- --scores … --context T --tile N` prints. The
 // time is the page's own: the browser's clock around the call, which the command line does not print.

@@ -1,4 +1,4 @@
-// The book's panels, part 7 of 8 (see play-engine.js): stage 7, "Run it here". The panel is the
+// The book's panels, part 7 of 9 (see play-engine.js): stage 7, "Run it here". The panel is the
 // KV-memory calculator: it runs `cargo run --example s7_variants -- --kv --layers N …` on the
 // reader's sizes and shows what it prints, three lines: the bytes per token, the tokens kept and the
 // whole cache. The flags, their order and their defaults come from the front's page_facts().

@@ -1,4 +1,4 @@
-// The book's panels, part 5 of 8 (see play-engine.js): stage 5, "Sample the trained model". It prints
+// The book's panels, part 5 of 9 (see play-engine.js): stage 5, "Sample the trained model". It prints
 // what `s5_gpt generate --checkpoint` prints from the book's checkpoint, draws the next character's
 // distribution (`generate --probs`) as bars from the front's numbers, and the prompt's attention maps.
 (function () {

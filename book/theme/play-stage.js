@@ -1,4 +1,4 @@
-// The book's panels, part 3 of 8 (see play-engine.js): stages 1-4, "Run it here". A panel prints what
+// The book's panels, part 3 of 9 (see play-engine.js): stages 1-4, "Run it here". A panel prints what
 // `cargo run --example sN` prints, and draws the weights of the chapter's heat maps.
 (function () {
     "use strict";

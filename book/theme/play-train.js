@@ -1,4 +1,4 @@
-// The book's panels, part 4 of 8 (see play-engine.js): stage 5, "Train it here". Each run trains the
+// The book's panels, part 4 of 9 (see play-engine.js): stage 5, "Train it here". Each run trains the
 // chapter's model in a worker of its own, a few steps per call, and shows the lines of `s5_gpt
 // --loss-csv`; the curve is drawn from the numbers the front returns beside them.
 (function () {

@@ -1,4 +1,4 @@
-// The book's panels, part 8 of 8 (see play-engine.js): stage 7, each variant's first block on a prompt.
+// The book's panels, part 8 of 9 (see play-engine.js): stage 7, each variant's first block on a prompt.
 // It runs `cargo run --example s7_variants -- --weights PROMPT [--variant NAME]` on the reader's prompt and
 // draws, for each variant of the chapter's model (untrained, from its seed), the first block's mask and
 // each head's weights as heat maps, from the numbers the front returns beside the text it prints; the text

@@ -5,6 +5,7 @@
 
 use std::io::Write;
 
+use crate::s5_gpt::app::config::Config;
 use crate::s5_gpt::app::error::ToolError;
 
 /// Prints stage 8's outputs: the detectors on hand-made patterns, then a short run of the
@@ -29,9 +30,12 @@ pub struct Cli {
     /// Threads of the fast layer, 1 to 64; the results do not depend on it
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub threads: usize,
-    /// The corpus [default: data/tinyshakespeare.txt, or ../shared/data/tinyshakespeare.txt]
+    /// The corpus [default: data/tinyshakespeare.txt, downloaded on first use]
     #[arg(long, value_name = "PATH")]
     pub data: Option<std::path::PathBuf>,
+    /// Never download the corpus (to mirror it, set TINY_SHAKESPEARE_URL instead)
+    #[arg(long)]
+    pub no_download: bool,
 }
 
 impl Cli {
@@ -65,7 +69,14 @@ impl Cli {
                 names.join(", ")
             ));
         }
-        let data = self.data.clone().unwrap_or_else(super::default_corpus);
+        // The corpus as stage 5 finds it: --data, else a copy on disk, else downloaded once.
+        let corpus = Config {
+            data: self.data.clone(),
+            download: !self.no_download,
+            progress: true,
+            ..Config::default()
+        };
+        let data = corpus.corpus()?;
         if !data.is_file() {
             return bad(format!(
                 "no corpus at {}; run data/fetch.sh or pass --data PATH",

@@ -9,11 +9,12 @@ use super::circuits::{
     HeadWeights, k_composed_qk_circuit, k_composition, k_composition_baseline, ov_circuit,
 };
 use super::detectors::{Detector, HAND_MADE_TEXT, hand_made, score};
-use super::study::{self, Probe, Probes, train_probed};
-use super::{PROBE_SEED, StudyModel, ablations, study_models, study_recipe};
+use super::study::{Probe, Probes, train_probed};
+use super::{PROBE_SEED, StudyModel, ablations, study_models, study_recipe, study_trainer_on};
 use crate::print::{cell, heading};
-use crate::s5_gpt::app::config::Config;
+use crate::s5_gpt::app::config::{Config, check_vocabulary};
 use crate::s5_gpt::app::error::ToolError;
+use crate::s5_gpt::data::CharDataset;
 use crate::s5_gpt::train::Trainer;
 
 /// Where the text comes from, and on how many threads the fast layer runs.
@@ -23,17 +24,8 @@ pub struct Settings {
     pub threads: usize,
 }
 
-/// `data/tinyshakespeare.txt`, or the copy beside the crate's folder.
-pub fn default_corpus() -> PathBuf {
-    let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let local = here.join("data/tinyshakespeare.txt");
-    match local.is_file() {
-        true => local,
-        false => here.join("../shared/data/tinyshakespeare.txt"),
-    }
-}
-
-/// The trainer of `model` on the corpus, for `steps` steps.
+/// The trainer of `model` on the corpus, for `steps` steps, checked and loaded as stage 5's
+/// command line loads it.
 pub fn study_trainer(
     model: &StudyModel,
     settings: &Settings,
@@ -42,37 +34,14 @@ pub fn study_trainer(
     let cfg = Config {
         recipe: study_recipe(model),
         data: Some(settings.data.clone()),
-        max_steps: Some(steps),
         threads: settings.threads,
         ..Config::default()
     };
-    let mut trainer = cfg.trainer()?;
-    study::scale_embeddings(&mut trainer, model.embedding_scale);
-    Ok(trainer)
-}
-
-/// One probe as a line of the record.
-pub fn probe_line(model: &str, p: &Probe) -> String {
-    let heads: Vec<String> = p
-        .heads
-        .iter()
-        .enumerate()
-        .flat_map(|(b, heads)| {
-            heads
-                .iter()
-                .enumerate()
-                .map(move |(h, s)| format!("b{b}h{h}={:.3}/{:.3}/{:.3}", s[0], s[1], s[2]))
-        })
-        .collect();
-    format!(
-        "model={model} step={} train_loss={:.4} first_copy={:.4} second_copy={:.4} icl={:.4} {}",
-        p.step,
-        p.train_loss,
-        p.first_copy,
-        p.second_copy,
-        p.icl_score,
-        heads.join(" ")
-    )
+    cfg.check()?;
+    let (b, t) = (cfg.recipe.batch_size, cfg.recipe.context_size);
+    let dataset = CharDataset::load(&settings.data, b, t)?;
+    check_vocabulary(&dataset, &settings.data)?;
+    Ok(study_trainer_on(model, dataset, steps, cfg.backend()))
 }
 
 /// `--phase`: trains each of the study's models (or only `only`) for `steps` steps, probing every
@@ -99,7 +68,7 @@ pub fn phase<W: Write>(
             let probes = Probes::new(PROBE_SEED, 8, trainer.recipe.context_size, v);
             let mut lines = vec![];
             train_probed(&mut trainer, model.repeats, (&probes, every), |p| {
-                lines.push(probe_line(model.name, p));
+                lines.push(p.line(model.name));
             })?;
             for line in lines {
                 writeln!(out, "{line}")?;

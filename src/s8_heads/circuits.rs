@@ -4,9 +4,9 @@
 //! layer W_U, each is a V × V table of characters: 65 × 65 for Tiny Shakespeare.
 //!
 //! The circuits are read along the model's direct paths: biases, the position table and
-//! LayerNorm are left out, as the paper leaves them out (it folds LayerNorm into the weights).
-//! The chapter's attention-only models have no LayerNorm, so only the biases and the positions
-//! are missing from these tables.
+//! LayerNorm are left out. The paper folds LayerNorm into the weights; these tables skip it (its
+//! centring, scale, gain and shift), so they are the weights' own circuits, close to but not
+//! exactly the trained model's.
 
 use crate::rng::numpy::NumpyRandom;
 use crate::s5_gpt::beyond::{Attention, Gpt};

@@ -27,7 +27,7 @@ pub mod repeats;
 pub mod study;
 
 #[cfg(not(target_arch = "wasm32"))]
-pub use chapter::{Settings, default_corpus, phase, run, study_trainer};
+pub use chapter::{Settings, phase, run, study_trainer};
 
 use ablation::{Ablation, HeadId, ablated_params};
 use circuits::{k_composed_qk_circuit, ov_circuit};
@@ -35,8 +35,9 @@ use icl::copy_losses;
 use repeats::Repeats;
 use study::Probes;
 
+use crate::s5_gpt::backend::Backend;
 use crate::s5_gpt::beyond::Architecture;
-use crate::s5_gpt::data::Split;
+use crate::s5_gpt::data::{CharDataset, Split};
 use crate::s5_gpt::train::{Recipe, Trainer};
 
 /// Steps each of the study's models trains.
@@ -126,6 +127,19 @@ pub fn study_recipe(model: &StudyModel) -> Recipe {
 }
 // ANCHOR_END: study_models
 
+/// The trainer of `model` on `dataset` for `steps` steps, its tables scaled before the first step:
+/// the study's run, on the command line and in the page.
+pub fn study_trainer_on(
+    model: &StudyModel,
+    dataset: CharDataset,
+    steps: usize,
+    backend: Box<dyn Backend>,
+) -> Trainer {
+    let mut trainer = Trainer::new(study_recipe(model), dataset, backend, Some(steps));
+    study::scale_embeddings(&mut trainer, model.embedding_scale);
+    trainer
+}
+
 /// The seed of the probes' repeated random sequences.
 pub const PROBE_SEED: u32 = 8;
 
@@ -147,6 +161,18 @@ fn with_ablated_trainer<R>(
 }
 
 // ANCHOR: look_at
+/// The mean loss on the probes' second copies with head `id` taken out (`ablation`), the model
+/// left as it was.
+pub fn ablated_copy_loss(
+    trainer: &mut Trainer,
+    probes: &Probes,
+    (id, ablation): (HeadId, Ablation),
+) -> f64 {
+    with_ablated_trainer(trainer, (id, ablation), |t| {
+        copy_losses(&t.model, &mut t.tape, &probes.sequences).1
+    })
+}
+
 /// What the chapter's pictures show of a trained two-block model.
 #[derive(Clone, Debug)]
 pub struct Trained {

@@ -115,23 +115,59 @@ pub fn train_probed(
 ) -> Result<Vec<Probe>, GptError> {
     let mut taken = vec![probe(trainer, probes, f64::NAN)];
     each(&taken[0]);
-    let (seed, vocab) = (trainer.recipe.seed, trainer.dataset.vocab_size());
     while trainer.losses.len() < trainer.steps {
         let s = trainer.losses.len();
-        let mut batch = trainer
-            .dataset
-            .batch(Split::Train, s % trainer.dataset.len(Split::Train));
-        if let Some(repeats) = repeats {
-            repeats.mix(&mut batch, vocab, &mut repeats_rng(seed, s));
-        }
-        trainer.step(&batch)?;
+        mixed_step(trainer, repeats)?;
         if (s + 1).is_multiple_of(every) || s + 1 == trainer.steps {
-            let since = &trainer.losses[taken.last().map_or(0, |p| p.step)..];
-            let loss = since.iter().map(|&l| f64::from(l)).sum::<f64>() / since.len() as f64;
+            let loss = mean_loss_since(trainer, taken.last().map_or(0, |p| p.step));
             taken.push(probe(trainer, probes, loss));
             each(taken.last().expect("just pushed"));
         }
     }
     Ok(taken)
 }
+
+/// One training step s on batch s mod n of the training split, `repeats` mixed in (if any) from
+/// the generator of step s, so that any step can be trained alone and give the same bits. Returns
+/// its loss.
+pub fn mixed_step(trainer: &mut Trainer, repeats: Option<Repeats>) -> Result<f32, GptError> {
+    let s = trainer.losses.len();
+    let (seed, vocab) = (trainer.recipe.seed, trainer.dataset.vocab_size());
+    let mut batch = trainer
+        .dataset
+        .batch(Split::Train, s % trainer.dataset.len(Split::Train));
+    if let Some(repeats) = repeats {
+        repeats.mix(&mut batch, vocab, &mut repeats_rng(seed, s));
+    }
+    trainer.step(&batch)
+}
 // ANCHOR_END: train_probed
+
+/// The mean training loss of the steps after the first `step`.
+pub fn mean_loss_since(trainer: &Trainer, step: usize) -> f64 {
+    let since = &trainer.losses[step..];
+    since.iter().map(|&l| f64::from(l)).sum::<f64>() / since.len() as f64
+}
+
+impl Probe {
+    /// The probe as a line of the study's record (`s8_heads --phase`), for the model `model`.
+    pub fn line(&self, model: &str) -> String {
+        let heads: Vec<String> = (self.heads.iter().enumerate())
+            .flat_map(|(b, heads)| {
+                let cell = move |(h, s): (usize, &[f64; 3])| {
+                    format!("b{b}h{h}={:.3}/{:.3}/{:.3}", s[0], s[1], s[2])
+                };
+                heads.iter().enumerate().map(cell)
+            })
+            .collect();
+        format!(
+            "model={model} step={} train_loss={:.4} first_copy={:.4} second_copy={:.4} icl={:.4} {}",
+            self.step,
+            self.train_loss,
+            self.first_copy,
+            self.second_copy,
+            self.icl_score,
+            heads.join(" ")
+        )
+    }
+}

@@ -40,6 +40,10 @@
 //   every variant, and for a prompt of the reader's with one variant, draws a mask and a map per head
 //   for each variant, and greys the keys the window hides; a character outside the model's line, a prompt
 //   over its context and an unknown variant show the command line's one-line message;
+// - stage 8: `s8_heads.html?heads-train=200&pattern=…&ablate=b1h2` writes into <pre class="play-probes"> the lines
+//   that `cargo run --example s8_heads -- --phase --model aon2 --steps 200 --every 100` prints, shades the eight
+//   heads, draws each head's map of the text and zeroes the head; a character outside the corpus, a text over
+//   the context and a head the model lacks show one line each; the steps per second are printed;
 // - stage 5 with stage 7's variants: `s5_gpt.html?train=100&kv-heads=K&window=W&rope&latent=L…` writes the file
 //   that `s5_gpt --max-steps 100 --loss-csv F --kv-heads K --window W --rope …` writes, in both editions,
 //   its command line naming the flags; K/V heads that do not divide the heads and a window of 0 show the
@@ -492,6 +496,47 @@ async function variantsChecks(b) {
                 `state ${state}; native "${want}"; ${errors.join(" ")}`);
             await page.close();
         }
+    }
+}
+
+/** Stage 8's panel: its probes are the lines of `s8_heads --phase --model aon2`, and it draws and ablates. */
+async function headsChecks(b) {
+    console.log("stage 8: the heads panel's probes, as s8_heads --phase --model aon2 records them");
+    const panel = ".play-panel[data-play=heads]";
+    const steps = 200;
+    const want = cargo(["--example", "s8_heads", "--", "--phase", "--model", "aon2", "--steps", String(steps),
+        "--every", "100", "--data", CORPUS, "--no-download"]).stdout.split("\n")
+        .filter((l) => l && !l.startsWith("#")).map((l) => l + "\n").join("");
+    const text = "ROMEO: ROMEO:";
+    for (const edition of EDITIONS) {
+        const query = `heads-train=${steps}&pattern=${encodeURIComponent(text)}&ablate=b1h2`;
+        const { page, state, message, errors } = await openPanel(b, `/${edition}s8_heads.html?${query}`, panel);
+        await page.waitForSelector(`${panel}[data-loaded]`, { timeout: TIMEOUT });
+        const got = await page.textContent(`${panel} pre.play-probes`);
+        const cells = await page.locator(`${panel} .play-heads-cell[data-induction]`).count();
+        const maps = await page.locator(`${panel} .play-heads-maps svg`).count();
+        const ablated = (await page.textContent(`${panel} .play-heads-ablation`)).trim();
+        const rate = (await page.textContent(`${panel} .play-heads-steps`)).trim();
+        check(state === "paused" && got === want && cells === 8 && maps === 8 && ablated.includes("b1h2") &&
+            !ablated.startsWith("error") && errors.length === 0,
+        `${edition || "en/"}s8_heads?${query}: ${want.split("\n").length - 1} probe lines equal, 8 heads, ` +
+            `8 maps; "${ablated}"; ${rate}`,
+        state !== "paused" ? `state ${state}: ${message} ${errors.join(" ")}` :
+            got !== want ? firstDifference(got, want) : `cells ${cells}, maps ${maps}; ${errors.join(" ")}`);
+        await page.close();
+    }
+    // A character outside the corpus's, a text over the context and a head the model lacks: one line each.
+    const bad = [`heads-train=1&pattern=${encodeURIComponent("Roméo")}`, `heads-train=1&pattern=${"a".repeat(65)}`,
+        "heads-train=1&ablate=b2h0"];
+    for (const [i, query] of bad.entries()) {
+        const edition = EDITIONS[i % EDITIONS.length];
+        const { page, errors } = await openPanel(b, `/${edition}s8_heads.html?${query}`, panel);
+        await page.waitForSelector(`${panel}[data-loaded]`, { timeout: TIMEOUT });
+        const where = query.includes("ablate") ? ".play-heads-ablation" : ".play-heads-maps";
+        const line = (await page.textContent(`${panel} ${where}`)).trim();
+        check(line.startsWith("error: ") && !line.includes("\n") && errors.length === 0,
+            `${edition || "en/"}s8_heads?${query.slice(0, 40)}: "${line}"`, errors.join(" "));
+        await page.close();
     }
 }
 
@@ -1068,6 +1113,7 @@ async function main() {
             flash: () => flashChecks(b),
             kv: () => kvChecks(b),
             variants: () => variantsChecks(b),
+            heads: () => headsChecks(b),
             "train-variants": () => trainVariantsChecks(b),
             train: () => trainChecks(b),
             "train-by-hand": () => trainByHandChecks(b),

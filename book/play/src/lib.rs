@@ -16,6 +16,7 @@
 //! | [`s7_kv`] | `cargo run --example s7_variants -- --kv --layers N …`, its stdout |
 //! | [`s7_weights`] | `cargo run --example s7_variants -- --weights PROMPT [--variant NAME]`, its stdout |
 //! | [`Trainer`] | the lines of `s5_gpt --loss-csv F`, a few steps at a time |
+//! | [`Heads`] | `s8_heads --phase --model aon2`'s probe lines, a few steps at a time; its heads' maps and ablations |
 //! | [`Sampler`] | `s5_gpt generate --checkpoint DIR …` (also `--probs`, `--no-cache`), its stdout |
 //! | [`fma_self_check`] | the fast layer's fused multiply-add on WebAssembly, checked |
 //! | [`choose_kernel`], [`kernel`] | which product kernel trains: fused lanes or exact float64 |
@@ -72,6 +73,9 @@ use attention_from_scratch::{BookSeeds, Error, s2_trainable, s3_causal, s4_multi
 use clap::{Args, CommandFactory, Parser};
 use serde::Serialize;
 use wasm_bindgen::prelude::*;
+
+mod heads;
+pub use heads::Heads;
 
 /// Where the page finds the trained model (`book/src/play/data/checkpoint/`); errors name it.
 const CHECKPOINT_DIR: &str = "data/checkpoint";

@@ -41,6 +41,7 @@ let shared = null; // the threads build's {module, memory}, which a helper needs
 let oneThread = null; // why training runs on one thread: a key of play-labels.js' threads_why_…
 let trainer = null; // the one Trainer of this worker (a panel starts one worker per run)
 let sampler = null; // the one Sampler of this worker
+let heads = null; // the one Heads (stage 8's model) of this worker
 
 class Missing extends Error {}
 
@@ -175,6 +176,25 @@ const ops = {
     trainer_run: (n) => ({ ...JSON.parse(trainer.run(n)), steps: trainer.steps() }),
     trainer_test_loss: () => trainer.test_loss(),
     trainer_sample: (length) => trainer.sample(length),
+
+    // Stage 8: the study's two-block attention-only model, its probes, maps and ablations.
+    async heads_new(threads) {
+        const corpus = await fetchFile("data/tinyshakespeare.txt", "text");
+        if (heads) {
+            heads.free();
+        }
+        heads = null;
+        heads = new play.Heads(corpus);
+        const wanted = Number(OPTIONS.get("threads")) || threads || navigator.hardwareConcurrency || 1;
+        const running = await startHelpers(wanted);
+        return { steps: heads.steps(), total: heads.total_steps(), kernel, threads: running };
+    },
+    // {rows, steps}: the steps' losses, and the steps trained so far.
+    heads_run: (n) => ({ ...JSON.parse(heads.run(n)), steps: heads.steps() }),
+    // {line, step, heads, first_copy, second_copy, icl}: a probe, its line the record's.
+    heads_probe: () => JSON.parse(heads.probe()),
+    heads_pattern: (text) => JSON.parse(heads.pattern(text)),
+    heads_ablate: (block, head) => JSON.parse(heads.ablate(block, head)),
 
     async sampler_new() {
         const config = await fetchFile("data/checkpoint/config.json", "text");
