@@ -361,6 +361,10 @@ pub struct ChapterArgs {
     #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "200", help_heading = "Run",
           help = BENCH.help("Instead of the chapter, time N training steps (after 20 untimed) and print the median and a breakdown per op"))]
     pub bench: Option<usize>,
+    /// Instead of the chapter, time this core's fused multiply-adds in its widest vectors, on one
+    /// thread and on --threads, and print the peak GFLOP/s the benchmarks' products are measured against
+    #[arg(long, help_heading = "Run", conflicts_with = "bench")]
+    pub peak: bool,
 }
 
 #[derive(Debug, Args)]

@@ -10,10 +10,11 @@ use std::ops::ControlFlow;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use super::config::{BENCH, Config};
+use super::config::{BENCH, Config, THREADS};
 use crate::s5_gpt::app::error::ToolError;
 use crate::s5_gpt::beyond::GptConfig;
 use crate::s5_gpt::fast::kernels::{self, Strided};
+use crate::s5_gpt::fast::peak::{self, Peak};
 use crate::s5_gpt::fast::team;
 use crate::s5_gpt::fast::timers::{Clock, Timed};
 use crate::s5_gpt::tape::Tape;
@@ -78,6 +79,8 @@ pub struct BenchReport {
     /// Each part's median time per step, timers on, in the order of the breakdown (products,
     /// softmax, heads and LayerNorm, GELU, loss, optimiser, the rest).
     pub parts: Vec<(&'static str, Duration)>,
+    /// The core's FMA peak, measured after the steps (none where it cannot be).
+    pub peak: Option<Peak>,
 }
 
 impl BenchReport {
@@ -101,12 +104,41 @@ impl fmt::Display for BenchReport {
             "matrix products: {mflop:.1} MFLOP per step, {:.1} GFLOP/s",
             self.gflops()
         )?;
+        if let Some(p) = &self.peak {
+            let share = 100.0 * p.share(self.gflops(), threads);
+            writeln!(f, "  {share:.0} % of {}", peak_line(p))?;
+        }
         writeln!(f, "per part, median ms per step (timers on):")?;
         for (part, time) in &self.parts {
             writeln!(f, "  {:<22}{:>7.3}", part, ms(*time))?;
         }
         Ok(())
     }
+}
+
+/// The peak as the benchmarks name it: its GFLOP/s, its vectors and threads.
+pub fn peak_line(p: &Peak) -> String {
+    format!(
+        "this core's FMA peak ({} vectors): {:.1} GFLOP/s on 1 thread, {:.1} on {} (`s5_gpt --peak`)",
+        p.vectors, p.one, p.all, p.threads
+    )
+}
+
+/// `--peak`: the core's FMA peak, and what the product kernel reaches of it on one 1024³ product.
+pub fn print_peak(out: &mut impl std::io::Write, cfg: &Config) -> Result<(), ToolError> {
+    let threads = match THREADS.check(cfg.threads)? {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    };
+    let Some(p) = peak::measure(threads) else {
+        writeln!(out, "this core has no FMA vectors the crate times (AVX2 with FMA, or AVX-512)")?;
+        return Ok(());
+    };
+    writeln!(out, "{}", peak_line(&p))?;
+    let own = product_peak(1024);
+    let share = 100.0 * p.share(own, 1);
+    writeln!(out, "the product kernel, 1024 x 1024 x 1024 on 1 thread: {own:.1} GFLOP/s, {share:.0} % of it")?;
+    Ok(())
 }
 
 fn median(times: &mut [Duration]) -> Duration {
@@ -141,7 +173,7 @@ pub fn run(cfg: &Config, steps: usize) -> Result<BenchReport, ToolError> {
         max_steps: None,
         ..cfg.clone()
     };
-    cfg.with_threads(|| {
+    let mut report = cfg.with_threads(|| {
         let mut trainer = cfg.trainer()?;
         time_steps(&mut trainer, WARMUP, drop)?;
         let mut times = time_steps(&mut trainer, steps, drop)?;
@@ -168,8 +200,12 @@ pub fn run(cfg: &Config, steps: usize) -> Result<BenchReport, ToolError> {
                 .zip(&mut per_part)
                 .map(|((name, _), t)| (*name, median(t)))
                 .collect(),
+            peak: None,
         })
-    })
+    })?;
+    // After the team is gone, so that its helpers take no core from the chains.
+    report.peak = peak::measure(report.threads);
+    Ok(report)
 }
 
 /// `tape` with its parameters, computing through `cfg`'s backend timed into `clock`.

@@ -8,6 +8,7 @@
 //! | [`tiles`] | the tile for each kind of core (12×32 or 8×32 AVX-512, 6×16 AVX2, plain), chosen at start-up | every tile adds the same terms to an output in the same order |
 //! | [`layers`] | scale, mask, heads, transpose, dropout and LayerNorm on the threads | each band runs the lesson's operations on whole rows, matrices or columns |
 //! | [`team`] | the calling thread plus spinning helpers | work is split only along independent outputs, never inside a sum |
+//! | [`peak`] | the core's own FMA limit, measured, for `--peak` and `--bench` | it times only its own chains |
 //! | [`pool`] | buffers reused from step to step | every buffer is overwritten in full before it is read |
 //! | [`timers`] | time per op, for `--bench` | timing reads the clock, not the numbers |
 //! | [`wasm_fma`] | on WebAssembly, the products' fused multiply-adds from float64 lanes | float64 holds a·b exactly, and the rare sums that could round twice are finished exactly |
@@ -21,6 +22,7 @@
 pub mod flash;
 pub mod kernels;
 pub mod layers;
+pub mod peak;
 pub mod pool;
 pub mod team;
 pub mod tiles;

@@ -79,6 +79,7 @@ fn run_chapter(args: ChapterArgs, out: &mut impl Write) -> Result<(), ToolError>
     let cfg = args.config();
     warn_about_corpus(&cfg);
     match args.bench {
+        _ if args.peak => bench::print_peak(out, &cfg),
         Some(steps) => write!(out, "{}", bench::run(&cfg, steps)?).map_err(ToolError::from),
         None => chapter::run(out, &cfg).map(drop),
     }

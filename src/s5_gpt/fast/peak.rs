@@ -1,0 +1,113 @@
+//! Fast layer. The core's own limit, measured: fused multiply-adds per second in the widest vectors
+//! it has, with enough independent chains in flight that none waits for another (`s5_gpt --peak`).
+//!
+//! A core issues an FMA on each of its FMA ports every cycle, and each takes a few cycles (its
+//! latency) before its result can be used again. So the peak needs at least latency × ports
+//! independent accumulators: 4 × 2 = 8 on the cores this crate meets. [`measure`] runs 12 chains of
+//! 256-bit vectors (AVX2, 16 registers) or 24 of 512-bit ones (AVX-512, 32 registers), and counts
+//! 2 flops per lane per FMA, the same count the benchmarks give the products.
+
+use std::time::Instant;
+
+/// The core's measured peak.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Peak {
+    /// "AVX-512" or "AVX2", the vectors timed.
+    pub vectors: &'static str,
+    /// GFLOP/s on one thread, and on `threads` at once (their sum).
+    pub one: f64,
+    pub all: f64,
+    pub threads: usize,
+}
+
+impl Peak {
+    /// `gflops` as a share of the peak on `threads` threads (one thread's peak times their number,
+    /// at most the all-thread peak).
+    pub fn share(&self, gflops: f64, threads: usize) -> f64 {
+        let limit = if threads <= 1 {
+            self.one
+        } else {
+            (self.one * threads as f64).min(self.all.max(self.one))
+        };
+        gflops / limit
+    }
+}
+
+/// FMA rounds per timed run: about 2 GFLOP with AVX2, a few tens of milliseconds.
+const ROUNDS: usize = 10_000_000;
+
+/// The peak of this core, on one thread and on `threads` at once; `None` where the core has no
+/// FMA vectors the crate uses (other architectures, x86-64 without AVX2 and FMA).
+pub fn measure(threads: usize) -> Option<Peak> {
+    let (vectors, run) = widest()?;
+    let best = || (0..5).map(|_| run(ROUNDS)).fold(0.0, f64::max);
+    let one = best();
+    let all = std::thread::scope(|s| {
+        let runs: Vec<_> = (0..threads).map(|_| s.spawn(best)).collect();
+        runs.into_iter()
+            .map(|r| r.join().expect("a timing thread"))
+            .sum()
+    });
+    Some(Peak {
+        vectors,
+        one,
+        all,
+        threads,
+    })
+}
+
+/// The widest vectors this core runs, and the timed chains in them (GFLOP/s of one run).
+fn widest() -> Option<(&'static str, fn(usize) -> f64)> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            return Some(("AVX-512", |n| timed(n, 24 * 16, || unsafe { x86::chains512(n) })));
+        }
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+            return Some(("AVX2", |n| timed(n, 12 * 8, || unsafe { x86::chains256(n) })));
+        }
+    }
+    None
+}
+
+/// GFLOP/s of `run`, `rounds` rounds of `lanes` FMAs.
+fn timed(rounds: usize, lanes: usize, run: impl FnOnce() -> f32) -> f64 {
+    let started = Instant::now();
+    std::hint::black_box(run());
+    2.0 * (rounds * lanes) as f64 / started.elapsed().as_secs_f64() / 1e9
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::*;
+
+    /// 12 chains of 8 lanes: `acc = acc·a + b`, `rounds` times each.
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn chains256(rounds: usize) -> f32 {
+        let (a, b) = (_mm256_set1_ps(0.999_999), _mm256_set1_ps(1e-7));
+        let mut acc = [_mm256_set1_ps(1.0); 12];
+        for _ in 0..rounds {
+            for x in &mut acc {
+                *x = _mm256_fmadd_ps(*x, a, b);
+            }
+        }
+        let mut lanes = [0.0f32; 8];
+        let sum = acc.iter().fold(_mm256_setzero_ps(), |s, &x| _mm256_add_ps(s, x));
+        unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), sum) };
+        lanes.iter().sum()
+    }
+
+    /// 24 chains of 16 lanes.
+    #[target_feature(enable = "avx512f")]
+    pub unsafe fn chains512(rounds: usize) -> f32 {
+        let (a, b) = (_mm512_set1_ps(0.999_999), _mm512_set1_ps(1e-7));
+        let mut acc = [_mm512_set1_ps(1.0); 24];
+        for _ in 0..rounds {
+            for x in &mut acc {
+                *x = _mm512_fmadd_ps(*x, a, b);
+            }
+        }
+        let sum = acc.iter().fold(_mm512_setzero_ps(), |s, &x| _mm512_add_ps(s, x));
+        _mm512_reduce_add_ps(sum)
+    }
+}
