@@ -1370,6 +1370,13 @@ fn hostile_prompts_and_flags_are_refused_cleanly() {
             Fails("--bench 1000001 is out of range"),
         ),
         (vec!["--bench", "1"], &tiny, Runs),
+        (vec!["--peak", "--bench", "1"], &tiny, Rejected),
+        (
+            vec!["--peak", "--threads", "257"],
+            &tiny,
+            Fails("--threads 257"),
+        ),
+        (vec!["--peak", "--threads", "1"], &tiny, Runs),
         (
             vec!["eval", "--checkpoint", &good, "--threads", "257"],
             &data,

@@ -372,6 +372,10 @@ fn bad_study_flags_are_named_with_their_fix() {
         ),
         (&["--threads", "0"], "--threads 0 is out of range"),
         (
+            &["--book-models", "--max-steps", "0"],
+            "--max-steps 0 is out of range",
+        ),
+        (
             &["--data", "/nonexistent/corpus.txt"],
             "no corpus at /nonexistent/corpus.txt",
         ),
@@ -384,4 +388,27 @@ fn bad_study_flags_are_named_with_their_fix() {
             "{args:?}: {msg}"
         );
     }
+}
+
+/// `--book-models` trains the tutorial's model and each of stage 7's variants and prints a line per
+/// head: two blocks of one head, then two of four for each variant.
+#[test]
+fn book_models_print_every_head_of_every_model() {
+    use attention_from_scratch::s7_variants::variants;
+    use attention_from_scratch::s8_heads::app::Cli;
+    use clap::Parser;
+    let cli = Cli::try_parse_from(["s8_heads", "--book-models", "--max-steps", "2"]).unwrap();
+    let mut out = Vec::new();
+    cli.run(&mut out).unwrap();
+    let out = String::from_utf8(out).unwrap();
+    let lines: Vec<&str> = out.lines().skip(1).collect();
+    assert_eq!(lines.len(), 2 + 8 * variants().len(), "{out}");
+    for line in &lines {
+        let scores: Vec<f64> = (line.split_whitespace().rev().take(3))
+            .map(|s| s.parse().unwrap())
+            .collect();
+        assert!(scores.iter().all(|s| (0.0..=1.0).contains(s)), "{line}");
+    }
+    assert!(Cli::try_parse_from(["s8_heads", "--max-steps", "2"]).is_err());
+    assert!(Cli::try_parse_from(["s8_heads", "--book-models", "--phase"]).is_err());
 }

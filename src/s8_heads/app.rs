@@ -11,7 +11,7 @@ use crate::s5_gpt::app::error::ToolError;
 /// Prints stage 8's outputs: the detectors on hand-made patterns, then a short run of the
 /// two-layer attention-only model, its heads' scores, circuits and ablations.
 /// With --phase (in release mode), trains each of the study's models instead and prints its probes,
-/// the record the chapter is drawn from.
+/// the record the chapter is drawn from; with --book-models, the heads of the book's other models.
 #[derive(Debug, clap::Parser)]
 #[command(name = "s8_heads")]
 pub struct Cli {
@@ -27,6 +27,13 @@ pub struct Cli {
     /// With --phase: only the model NAME (aon2, aon1, aon1-offset, aon2-small-emb, aon2-half, aon2-text, full)
     #[arg(long, value_name = "NAME", requires = "phase")]
     pub model: Option<String>,
+    /// Instead, train the tutorial's model and each of stage 7's variants with the tutorial's
+    /// recipe and print their heads' scores on repeated random text
+    #[arg(long, conflicts_with = "phase")]
+    pub book_models: bool,
+    /// With --book-models: steps per model, 1 to 100,000 [default: the two epochs]
+    #[arg(long, value_name = "N", requires = "book_models")]
+    pub max_steps: Option<usize>,
     /// Threads of the fast layer, 1 to 64; the results do not depend on it
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub threads: usize,
@@ -87,6 +94,14 @@ impl Cli {
             data,
             threads: self.threads,
         };
+        if let Some(n) = self.max_steps
+            && !(1..=100_000).contains(&n)
+        {
+            return bad(format!("--max-steps {n} is out of range; use 1 to 100000"));
+        }
+        if self.book_models {
+            return super::book_models(out, &settings, self.max_steps);
+        }
         match self.phase {
             false => super::run(out, &settings),
             true => super::phase(

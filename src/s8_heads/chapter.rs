@@ -8,14 +8,15 @@ use std::path::PathBuf;
 use super::circuits::{
     HeadWeights, k_composed_qk_circuit, k_composition, k_composition_baseline, ov_circuit,
 };
-use super::detectors::{Detector, HAND_MADE_TEXT, hand_made, score};
+use super::detectors::{Detector, HAND_MADE_TEXT, hand_made, head_scores, score};
 use super::study::{Probe, Probes, train_probed};
 use super::{PROBE_SEED, StudyModel, ablations, study_models, study_recipe, study_trainer_on};
 use crate::print::{cell, heading};
 use crate::s5_gpt::app::config::{Config, check_vocabulary};
 use crate::s5_gpt::app::error::ToolError;
+use crate::s5_gpt::beyond::Architecture;
 use crate::s5_gpt::data::CharDataset;
-use crate::s5_gpt::train::Trainer;
+use crate::s5_gpt::train::{Recipe, Trainer};
 
 /// Where the text comes from, and on how many threads the fast layer runs.
 #[derive(Clone, Debug)]
@@ -78,6 +79,57 @@ pub fn phase<W: Write>(
             out.flush()?;
             Ok(())
         })?;
+    }
+    Ok(())
+}
+
+/// `--book-models`: the tutorial's model and each of stage 7's variants, trained with the
+/// tutorial's recipe for `max_steps` (the two epochs if `None`), then their heads' scores on the
+/// probes' repeated random text, one line per head, and each model's best previous-token and
+/// induction heads.
+pub fn book_models<W: Write>(
+    out: &mut W,
+    settings: &Settings,
+    max_steps: Option<usize>,
+) -> Result<(), ToolError> {
+    let models = std::iter::once(("the tutorial's", Architecture::default()))
+        .chain(crate::s7_variants::variants());
+    writeln!(
+        out,
+        "{:<22}{:>6}{:>10}{:>10}{:>10}",
+        "model", "head", "previous", "duplicate", "induction"
+    )?;
+    for (name, arch) in models {
+        let cfg = Config {
+            recipe: Recipe {
+                architecture: arch,
+                ..Recipe::default()
+            },
+            data: Some(settings.data.clone()),
+            max_steps,
+            threads: settings.threads,
+            ..Config::default()
+        };
+        let steps = max_steps.map_or("two epochs".to_string(), |n| format!("{n} steps"));
+        eprintln!("s8_heads: training {name} ({steps})…");
+        let scores = cfg.with_threads(|| {
+            let mut trainer = cfg.trainer()?;
+            trainer.train(|_| std::ops::ControlFlow::Continue(()))?;
+            let (t, v) = (trainer.recipe.context_size, trainer.dataset.vocab_size());
+            let probes = Probes::new(PROBE_SEED, 8, t, v);
+            Ok(head_scores(
+                &trainer.model,
+                &mut trainer.tape,
+                &probes.sequences,
+            ))
+        })?;
+        for (b, heads) in scores.iter().enumerate() {
+            for (h, s) in heads.iter().enumerate() {
+                let cells = s.map(|x| format!("{x:>10.2}")).concat();
+                writeln!(out, "{name:<22}{:>6}{cells}", format!("b{b}h{h}"))?;
+            }
+        }
+        out.flush()?;
     }
     Ok(())
 }

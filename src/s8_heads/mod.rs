@@ -27,7 +27,7 @@ pub mod repeats;
 pub mod study;
 
 #[cfg(not(target_arch = "wasm32"))]
-pub use chapter::{Settings, phase, run, study_trainer};
+pub use chapter::{Settings, book_models, phase, run, study_trainer};
 
 use ablation::{Ablation, HeadId, ablated_params};
 use circuits::{k_composed_qk_circuit, ov_circuit};

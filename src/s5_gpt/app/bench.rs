@@ -131,13 +131,19 @@ pub fn print_peak(out: &mut impl std::io::Write, cfg: &Config) -> Result<(), Too
         n => n,
     };
     let Some(p) = peak::measure(threads) else {
-        writeln!(out, "this core has no FMA vectors the crate times (AVX2 with FMA, or AVX-512)")?;
+        writeln!(
+            out,
+            "this core has no FMA vectors the crate times (AVX2 with FMA, or AVX-512)"
+        )?;
         return Ok(());
     };
     writeln!(out, "{}", peak_line(&p))?;
     let own = product_peak(1024);
     let share = 100.0 * p.share(own, 1);
-    writeln!(out, "the product kernel, 1024 x 1024 x 1024 on 1 thread: {own:.1} GFLOP/s, {share:.0} % of it")?;
+    writeln!(
+        out,
+        "the product kernel, 1024 x 1024 x 1024 on 1 thread: {own:.1} GFLOP/s, {share:.0} % of it"
+    )?;
     Ok(())
 }
 

@@ -61,10 +61,15 @@ fn widest() -> Option<(&'static str, fn(usize) -> f64)> {
     #[cfg(target_arch = "x86_64")]
     {
         if std::arch::is_x86_feature_detected!("avx512f") {
-            return Some(("AVX-512", |n| timed(n, 24 * 16, || unsafe { x86::chains512(n) })));
+            return Some(("AVX-512", |n| {
+                timed(n, 24 * 16, || unsafe { x86::chains512(n) })
+            }));
         }
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
-            return Some(("AVX2", |n| timed(n, 12 * 8, || unsafe { x86::chains256(n) })));
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
+            return Some(("AVX2", |n| {
+                timed(n, 12 * 8, || unsafe { x86::chains256(n) })
+            }));
         }
     }
     None
@@ -92,7 +97,9 @@ mod x86 {
             }
         }
         let mut lanes = [0.0f32; 8];
-        let sum = acc.iter().fold(_mm256_setzero_ps(), |s, &x| _mm256_add_ps(s, x));
+        let sum = acc
+            .iter()
+            .fold(_mm256_setzero_ps(), |s, &x| _mm256_add_ps(s, x));
         unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), sum) };
         lanes.iter().sum()
     }
@@ -107,7 +114,23 @@ mod x86 {
                 *x = _mm512_fmadd_ps(*x, a, b);
             }
         }
-        let sum = acc.iter().fold(_mm512_setzero_ps(), |s, &x| _mm512_add_ps(s, x));
+        let sum = acc
+            .iter()
+            .fold(_mm512_setzero_ps(), |s, &x| _mm512_add_ps(s, x));
         _mm512_reduce_add_ps(sum)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Where the core has FMA vectors, the chains run and the shares divide by the right limit.
+    #[test]
+    fn the_peak_is_measured_and_shared() {
+        let Some(p) = measure(2) else { return };
+        assert!(p.one > 0.0 && p.all > 0.0 && p.threads == 2);
+        assert_eq!(p.share(p.one, 1), 1.0);
+        assert!(p.share(p.one, 2) <= 1.0 && p.share(p.one, 2) >= 0.5);
     }
 }
