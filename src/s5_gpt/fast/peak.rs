@@ -56,8 +56,11 @@ pub fn measure(threads: usize) -> Option<Peak> {
     })
 }
 
-/// The widest vectors this core runs, and the timed chains in them (GFLOP/s of one run).
-fn widest() -> Option<(&'static str, fn(usize) -> f64)> {
+/// A timed run of n rounds of the chains, in GFLOP/s.
+type Chains = fn(usize) -> f64;
+
+/// The widest vectors this core runs, and the timed chains in them.
+fn widest() -> Option<(&'static str, Chains)> {
     #[cfg(target_arch = "x86_64")]
     {
         if std::arch::is_x86_feature_detected!("avx512f") {
