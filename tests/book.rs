@@ -100,11 +100,13 @@ fn check(include: &Include) -> Result<(), String> {
         None => text.clone(),
         Some(range) if range.starts_with(|c: char| c.is_ascii_digit()) => {
             let is_snapshot = include.path.extension().is_some_and(|e| e == "snap");
-            let first = first_output_line(&text);
-            if is_snapshot && !range.starts_with(&format!("{first}:")) {
-                return Err(format!(
-                    "{shown}:{range}: an output block starts at line {first}"
-                ));
+            if is_snapshot {
+                let first = first_output_line(&text);
+                if !range.starts_with(&format!("{first}:")) {
+                    return Err(format!(
+                        "{shown}:{range}: an output block starts at line {first}"
+                    ));
+                }
             }
             line_range(&text, range).ok_or_else(|| format!("{shown}: bad line range {range}"))?
         }

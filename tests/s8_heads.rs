@@ -412,3 +412,26 @@ fn book_models_print_every_head_of_every_model() {
     assert!(Cli::try_parse_from(["s8_heads", "--max-steps", "2"]).is_err());
     assert!(Cli::try_parse_from(["s8_heads", "--book-models", "--phase"]).is_err());
 }
+
+/// The committed record of `--book-models` holds every model's heads, and the chapter's include
+/// takes exactly its table (lines 4 to 62).
+#[test]
+fn the_book_models_record_is_whole_and_included_whole() {
+    use attention_from_scratch::s7_variants::variants;
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let record =
+        std::fs::read_to_string(root.join("book/src/generated/s8_book_models.txt")).unwrap();
+    let lines: Vec<&str> = record.lines().collect();
+    assert!(
+        lines[3].starts_with("model ") && lines[62].starts_with("# Ended"),
+        "{record}"
+    );
+    let names: Vec<String> = std::iter::once("the tutorial's".to_string())
+        .chain(variants().into_iter().map(|(name, _)| name.to_string()))
+        .collect();
+    let heads = |name: &str| lines[4..62].iter().filter(|l| l.starts_with(name)).count();
+    assert_eq!(heads(&names[0]), 2);
+    assert!(names[1..].iter().all(|n| heads(n) == 8), "{names:?}");
+    let chapter = std::fs::read_to_string(root.join("book/src/s8_heads.md")).unwrap();
+    assert!(chapter.contains("{{#include generated/s8_book_models.txt:4:62}}"));
+}

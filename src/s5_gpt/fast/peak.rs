@@ -7,8 +7,6 @@
 //! 256-bit vectors (AVX2, 16 registers) or 24 of 512-bit ones (AVX-512, 32 registers), and counts
 //! 2 flops per lane per FMA, the same count the benchmarks give the products.
 
-use std::time::Instant;
-
 /// The core's measured peak.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Peak {
@@ -79,8 +77,9 @@ fn widest() -> Option<(&'static str, Chains)> {
 }
 
 /// GFLOP/s of `run`, `rounds` rounds of `lanes` FMAs.
+#[cfg(target_arch = "x86_64")]
 fn timed(rounds: usize, lanes: usize, run: impl FnOnce() -> f32) -> f64 {
-    let started = Instant::now();
+    let started = std::time::Instant::now();
     std::hint::black_box(run());
     2.0 * (rounds * lanes) as f64 / started.elapsed().as_secs_f64() / 1e9
 }
