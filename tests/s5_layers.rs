@@ -12,7 +12,7 @@ use attention_from_scratch::s5_gpt::app::args::Cli;
 use attention_from_scratch::s5_gpt::backend::{Backend, Lesson};
 use attention_from_scratch::s5_gpt::beyond::Architecture;
 use attention_from_scratch::s5_gpt::fast::kernels::{self, AVX2_VAR, Lanes, PORTABLE_VAR};
-use attention_from_scratch::s5_gpt::fast::tiles::{self, TILE_VAR, Tile};
+use attention_from_scratch::s5_gpt::fast::tiles::{self, PANEL_VAR, TILE_VAR, Tile};
 use attention_from_scratch::s5_gpt::fast::{Fast, team};
 use attention_from_scratch::s5_gpt::ops::MASK_VALUE;
 use attention_from_scratch::s5_gpt::optim::AdamW;
@@ -441,7 +441,8 @@ const TILE_CHILD: &str = "S5_LAYERS_TILE_CHILD";
 /// Each tile of the product kernel that this CPU can run (the wide AVX-512 one, the one for cores
 /// that run AVX-512 as halves, AVX2's and the plain one), forced in a child process with
 /// [`TILE_VAR`]: every op at the tutorial's and nanoGPT's shapes and at odd ones agrees with the
-/// lesson, on 1 and 2 threads, and training gives this process's bits.
+/// lesson, on 1 and 2 threads, and training gives this process's bits; and so does this core's tile
+/// with panels of B of another size ([`PANEL_VAR`]).
 #[test]
 fn every_tile_gives_the_same_bits() {
     let steps = 30;
@@ -465,27 +466,40 @@ fn every_tile_gives_the_same_bits() {
         .collect();
     assert!(runnable.contains(&tiles::for_this_core(kernels::lanes())));
     let here = both_models_trained(steps);
-    for tile in runnable {
+    // Each tile with the panel chosen for this core, and this core's tile with the other panel
+    // size too (a block of k of another length).
+    let other_panel = if tiles::panel_values() == 4096 {
+        "8192"
+    } else {
+        "4096"
+    };
+    let this_core = tiles::for_this_core(kernels::lanes());
+    let runs = (runnable.into_iter().map(|t| (t, None))).chain([(this_core, Some(other_panel))]);
+    for (tile, panel) in runs {
         let file = std::env::temp_dir().join(format!(
-            "s5_tile_{}_{}.txt",
+            "s5_tile_{}_{}_{}.txt",
             tile.name(),
+            panel.unwrap_or("own"),
             std::process::id()
         ));
-        let child = std::process::Command::new(std::env::current_exe().unwrap())
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap());
+        child
             .args(["--exact", "every_tile_gives_the_same_bits"])
             .env(TILE_CHILD, &file)
-            .env(TILE_VAR, tile.name())
-            .output()
-            .unwrap();
+            .env(TILE_VAR, tile.name());
+        if let Some(panel) = panel {
+            child.env(PANEL_VAR, panel);
+        }
+        let child = child.output().unwrap();
+        let what = format!("{} (panel {})", tile.name(), panel.unwrap_or("own"));
         assert!(
             child.status.success(),
-            "{}: {}",
-            tile.name(),
+            "{what}: {}",
             String::from_utf8_lossy(&child.stdout)
         );
         let run = std::fs::read_to_string(&file).unwrap();
         std::fs::remove_file(&file).ok();
-        assert!(here == run, "{}: the runs differ", tile.name());
+        assert!(here == run, "{what}: the runs differ");
     }
 }
 

@@ -5,7 +5,7 @@
 //! |---|---|---|
 //! | [`flash`] | the FlashAttention op's tiled form without dropout: sixteen query rows per vector, scores, softmax statistics and products in register tiles, query blocks (forward) or matrices (backward) on the threads | each lane does one row's operations in the lesson's order, over the lesson's tiles; every sum takes its terms in the lesson's order, by one fused multiply-add each |
 //! | [`kernels`] | matrix products in tiles over blocks of k, B packed panel by panel (a transposed B in 8×8 squares); AVX-512 or AVX2 loops, with FMA; pairwise sums a vector block at a time | each output still adds its terms in the lesson's order, each with one fused multiply-add; a sum keeps the lesson's blocks and tree |
-//! | [`tiles`] | the tile for each kind of core (12×32 or 8×32 AVX-512, 6×16 AVX2, plain), chosen at start-up | every tile adds the same terms to an output in the same order |
+//! | [`tiles`] | the tile for each kind of core (12×32 or 8×32 AVX-512, 6×16 AVX2, plain) and the panel size for its L1 cache, chosen at start-up | every tile adds the same terms to an output in the same order |
 //! | [`layers`] | scale, mask, heads, transpose, dropout and LayerNorm on the threads | each band runs the lesson's operations on whole rows, matrices or columns |
 //! | [`team`] | the calling thread plus spinning helpers | work is split only along independent outputs, never inside a sum |
 //! | [`peak`] | the core's own FMA limit, measured, for `--peak` and `--bench` | it times only its own chains |
