@@ -85,8 +85,7 @@ pub fn phase<W: Write>(
 
 /// `--book-models`: the tutorial's model and each of stage 7's variants, trained with the
 /// tutorial's recipe for `max_steps` (the two epochs if `None`), then their heads' scores on the
-/// probes' repeated random text, one line per head, and each model's best previous-token and
-/// induction heads.
+/// probes' repeated random text, one line per model ([`book_model_line`]).
 pub fn book_models<W: Write>(
     out: &mut W,
     settings: &Settings,
@@ -96,8 +95,8 @@ pub fn book_models<W: Write>(
         .chain(crate::s7_variants::variants());
     writeln!(
         out,
-        "{:<22}{:>6}{:>10}{:>10}{:>10}",
-        "model", "head", "previous", "duplicate", "induction"
+        "{:<16}{:<48}{:>10}{:>10}",
+        "model", "previous-token score, each head: block 0 | 1", "induction", "duplicate"
     )?;
     for (name, arch) in models {
         let cfg = Config {
@@ -123,15 +122,31 @@ pub fn book_models<W: Write>(
                 &probes.sequences,
             ))
         })?;
-        for (b, heads) in scores.iter().enumerate() {
-            for (h, s) in heads.iter().enumerate() {
-                let cells = s.map(|x| format!("{x:>10.2}")).concat();
-                writeln!(out, "{name:<22}{:>6}{cells}", format!("b{b}h{h}"))?;
-            }
-        }
+        writeln!(out, "{}", book_model_line(name, &scores))?;
         out.flush()?;
     }
     Ok(())
+}
+
+/// A model's line of `--book-models`: each head's previous-token score, block by block, then the
+/// highest induction and duplicate-token scores of any head.
+fn book_model_line(name: &str, scores: &[Vec<[f64; 3]>]) -> String {
+    let blocks: Vec<String> = (scores.iter())
+        .map(|heads| {
+            heads
+                .iter()
+                .map(|s| format!("{:.2}", s[0]))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
+    let highest = |kind: usize| scores.iter().flatten().map(|s| s[kind]).fold(0.0, f64::max);
+    format!(
+        "{name:<16}{:<48}{:>10.2}{:>10.2}",
+        blocks.join(" | "),
+        highest(2),
+        highest(1)
+    )
 }
 
 /// Steps of the chapter's short run.
