@@ -8,9 +8,8 @@
 (function () {
     "use strict";
 
-    const { PARAMS, t, el, Engine, Panel, rich, field, textInput, outputBox, messageFor, heatMap, lossChart,
-        CURVE_COLOURS }
-        = window.attentionPanels;
+    const { PARAMS, t, el, svg, Engine, Panel, rich, field, textInput, outputBox, messageFor, heatMap, lossChart,
+        CURVE_COLOURS } = window.attentionPanels;
     const PROBE_EVERY = 100; // as the chapter's record: `--every 100`
     const DEFAULT_TEXT = "ROMEO: my love is deep; ROMEO: my love is deep";
     const KINDS = ["previous", "duplicate", "induction"]; // a probe's three scores per head, in order
@@ -24,6 +23,40 @@
         return "rgb(" + r + "," + g + "," + b + ")";
     }
 
+    /**
+     * The phase change as it happens: at each probe, the highest previous-token score of block 0 and
+     * the highest induction score of the last block, on a 0-to-1 scale over the steps trained so far.
+     */
+    function scoresChart(probes, total) {
+        const [width, height, left, right, top, bottom] = [640, 200, 40, 12, 24, 30];
+        const last = probes[probes.length - 1].step;
+        const steps = Math.max(PROBE_EVERY, Math.min(total, last));
+        const x = (step) => left + ((width - left - right) * step) / steps;
+        const y = (score) => top + (height - top - bottom) * (1 - score);
+        const chart = svg("svg", { class: "play-heads-scores-chart", viewBox: "0 0 " + width + " " + height,
+            role: "img", "aria-label": t("heads_scores") });
+        chart.append(svg("rect", { x: 0, y: 0, width, height, fill: "white" }),
+            svg("text", { x: left, y: 15, class: "play-chart-title" }, t("heads_scores")));
+        for (const score of [0, 0.5, 1]) {
+            chart.append(svg("line", { x1: left, x2: width - right, y1: y(score), y2: y(score), class: "play-grid" }),
+                svg("text", { x: left - 6, y: y(score) + 4, "text-anchor": "end", class: "play-tick" }, String(score)));
+        }
+        chart.append(svg("text", { x: (left + width - right) / 2, y: height - 4, "text-anchor": "middle",
+            class: "play-tick" }, t("loss_axis_step") + " (" + last + ")"));
+        const best = (scores, kind) => Math.max(...scores.map((s) => s[kind]));
+        const curves = [["heads_best_previous", (p) => best(p.heads[0], 0)],
+            ["heads_best_induction", (p) => best(p.heads[p.heads.length - 1], 2)]];
+        curves.forEach(([label, score], k) => {
+            const points = probes.map((p) => x(p.step).toFixed(1) + "," + y(score(p)).toFixed(1)).join(" ");
+            chart.append(svg("polyline", { points, fill: "none", stroke: CURVE_COLOURS[k], "stroke-width": 1.5,
+                "data-points": probes.length }),
+            svg("line", { x1: left + 12, x2: left + 32, y1: top + 10 + 16 * k, y2: top + 10 + 16 * k,
+                stroke: CURVE_COLOURS[k], "stroke-width": 2.5 }),
+            svg("text", { x: left + 38, y: top + 14 + 16 * k, class: "play-tick" }, t(label)));
+        });
+        return chart;
+    }
+
     class HeadsPanel extends Panel {
         constructor(node) {
             super(node);
@@ -32,17 +65,19 @@
             this.losses = [];
             this.going = false;
             this.last = null; // the last probe
+            this.probes = []; // every probe so far: the scores chart's points
             this.button = el("button", { type: "button", class: "play-run play-heads-train" }, t("heads_train"));
             this.stepsLine = el("span", { class: "play-heads-steps" });
             this.grid = el("div", { class: "play-heads-grid" });
             this.ablation = el("p", { class: "play-heads-ablation" });
             this.chart = el("div", { class: "play-heads-chart" });
+            this.scores = el("div", { class: "play-heads-scores" });
             this.record = el("pre", { class: "play-probes" });
             this.text = textInput("play-heads-text", PARAMS.get("pattern") || DEFAULT_TEXT, { size: 46 });
             this.show = el("button", { type: "button", class: "play-heads-show" }, t("heads_show"));
             this.maps = el("div", { class: "play-heads-maps" });
             node.append(el("div", { class: "play-controls" }, this.button, this.stepsLine), this.message,
-                this.grid, this.ablation, this.chart,
+                this.grid, this.ablation, this.scores, this.chart,
                 outputBox(t("heads_record", { stage: "s8_heads" }), this.record),
                 el("div", { class: "play-controls" }, field(t("heads_text"), this.text), this.show), this.maps);
             this.button.addEventListener("click", () => (this.going ? this.pause() : this.go()));
@@ -123,8 +158,10 @@
         async probe() {
             const p = await this.engine.call("heads_probe");
             this.last = p;
+            this.probes.push(p);
             this.record.append(p.line + "\n");
             this.drawGrid();
+            this.scores.replaceChildren(scoresChart(this.probes, this.total));
             this.chart.replaceChildren(lossChart([{ losses: this.losses, colour: CURVE_COLOURS[0], label: "" }]));
         }
 

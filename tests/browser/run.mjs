@@ -42,8 +42,9 @@
 //   over its context and an unknown variant show the command line's one-line message;
 // - stage 8: `s8_heads.html?heads-train=200&pattern=…&ablate=b1h2` writes into <pre class="play-probes"> the lines
 //   that `cargo run --example s8_heads -- --phase --model aon2 --steps 200 --every 100` prints, shades the eight
-//   heads, draws each head's map of the text and zeroes the head; a character outside the corpus, a text over
-//   the context and a head the model lacks show one line each; the steps per second are printed;
+//   heads, draws the best scores at each probe, draws each head's map of the text and zeroes the head; a
+//   character outside the corpus, a text over the context and a head the model lacks show one line each; the
+//   steps per second are printed;
 // - stage 5 with stage 7's variants: `s5_gpt.html?train=100&kv-heads=K&window=W&rope&latent=L…` writes the file
 //   that `s5_gpt --max-steps 100 --loss-csv F --kv-heads K --window W --rope …` writes, in both editions,
 //   its command line naming the flags; K/V heads that do not divide the heads and a window of 0 show the
@@ -517,6 +518,11 @@ async function headsChecks(b) {
         const maps = await page.locator(`${panel} .play-heads-maps svg`).count();
         const ablated = (await page.textContent(`${panel} .play-heads-ablation`)).trim();
         const rate = (await page.textContent(`${panel} .play-heads-steps`)).trim();
+        // The scores chart: its two curves, a point per probe.
+        const curves = await page.$$eval(`${panel} .play-heads-scores polyline`, (ns) => ns.map((n) => n.dataset.points));
+        const probes = String(want.split("\n").length - 1);
+        check(JSON.stringify(curves) === JSON.stringify([probes, probes]),
+            `${edition || "en/"}s8_heads: the scores chart draws ${probes} probes per curve`, JSON.stringify(curves));
         check(state === "paused" && got === want && cells === 8 && maps === 8 && ablated.includes("b1h2") &&
             !ablated.startsWith("error") && errors.length === 0,
         `${edition || "en/"}s8_heads?${query}: ${want.split("\n").length - 1} probe lines equal, 8 heads, ` +
