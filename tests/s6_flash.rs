@@ -482,3 +482,37 @@ mod command_line {
         assert!(s6_flash(&["--context", "4096", "--tile", "4096"]).is_ok());
     }
 }
+
+/// Each line of `--bench` gives the forward pass's GFLOP/s and, where the core's FMA peak could be
+/// measured, its share of it after a comment line naming the peak; the chapter's figures still read
+/// the lines.
+#[test]
+fn bench_lines_give_their_share_of_the_peak() {
+    use attention_from_scratch::s6_flash::app::Cli;
+    use clap::Parser;
+    let argv = [
+        "s6_flash",
+        "--bench",
+        "--context",
+        "32",
+        "--attention",
+        "naive,tiled",
+        "--repeat",
+        "1",
+        "--threads",
+        "1",
+    ];
+    let cli = Cli::try_parse_from(argv).unwrap();
+    let mut out = Vec::new();
+    cli.run(&mut out, &mut std::io::sink()).unwrap();
+    let out = String::from_utf8(out).unwrap();
+    let peak = out.starts_with("# this core's FMA peak");
+    let lines: Vec<&str> = out.lines().filter(|l| !l.starts_with('#')).collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    for line in &lines {
+        assert!(line.contains(" forward_gflops="), "{line}");
+        assert_eq!(line.contains(" forward_peak_pct="), peak, "{line}");
+    }
+    let parsed = attention_from_scratch::figures::cost::parse(&out).unwrap();
+    assert_eq!(parsed.len(), 2);
+}

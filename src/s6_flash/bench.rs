@@ -7,8 +7,11 @@
 //! line,
 //!
 //! ```text
-//! T=4096 path=tiled threads=1 forward_ms=… backward_ms=… peak_mib=… rss_mib=…
+//! T=4096 path=tiled threads=1 forward_ms=… forward_gflops=… forward_peak_pct=… backward_ms=… peak_mib=… rss_mib=…
 //! ```
+//!
+//! after a comment line with the core's FMA peak ([`fast::peak`]), which `forward_peak_pct`
+//! divides by.
 //!
 //! `peak_mib` is what the form holds beyond Q, K, V, the output and their gradients, counted from
 //! the tape (every other node's value and gradient, the log-sum-exp the tiled node keeps) plus the
@@ -126,6 +129,11 @@ pub struct Measure {
     /// How far the process's peak resident memory rose, less the output and the gradients, where
     /// the system reports it.
     pub rss_mib: Option<f64>,
+    /// The forward pass's useful products, 2·H·D·T(T + 1) flops (the scores and the weighted sum
+    /// over the causal half), per second, and their share of the core's FMA peak on these threads
+    /// where it was measured (`s5_gpt --peak`).
+    pub forward_gflops: f64,
+    pub forward_peak_share: Option<f64>,
 }
 
 impl fmt::Display for Measure {
@@ -133,6 +141,10 @@ impl fmt::Display for Measure {
         let (t, path, threads) = (self.t, self.form.name(), self.threads);
         write!(f, "T={t} path={path} threads={threads} ")?;
         write!(f, "forward_ms={:.1}", self.forward_ms)?;
+        write!(f, " forward_gflops={:.1}", self.forward_gflops)?;
+        if let Some(share) = self.forward_peak_share {
+            write!(f, " forward_peak_pct={:.1}", 100.0 * share)?;
+        }
         if let Some(ms) = self.backward_ms {
             write!(f, " backward_ms={ms:.1}")?;
         }
@@ -279,6 +291,12 @@ pub fn run(
     if args.modules {
         return run_modules(args, out, progress);
     }
+    // Before the team starts, so that its helpers take no core from the chains.
+    let threads = team::with_team(args.threads, team::threads)?;
+    let peak = fast::peak::measure(threads);
+    if let Some(p) = &peak {
+        writeln!(out, "# {}", crate::s5_gpt::app::bench::peak_line(p))?;
+    }
     team::with_team(args.threads, || -> Result<(), BenchError> {
         let threads = team::threads();
         for &t in args.contexts() {
@@ -288,7 +306,8 @@ pub fn run(
                     continue;
                 }
                 writeln!(progress, "timing T={t} path={} …", form.name())?;
-                let measure = measure(args, t, form, threads);
+                let mut measure = measure(args, t, form, threads);
+                measure.forward_peak_share = peak.map(|p| p.share(measure.forward_gflops, threads));
                 writeln!(out, "{measure}")?;
             }
         }
@@ -345,11 +364,15 @@ fn measure(args: &BenchArgs, t: usize, form: AttentionForm, threads: usize) -> M
             (peak_now.saturating_sub(rss) as usize).saturating_sub(outputs)
         ))
     });
+    let forward_ms = median(&mut forward);
+    let flops = 2.0 * (args.heads * d) as f64 * (t * (t + 1)) as f64;
     Measure {
         t,
         form,
         threads,
-        forward_ms: median(&mut forward),
+        forward_ms,
+        forward_gflops: flops / (forward_ms * 1e-3) / 1e9,
+        forward_peak_share: None,
         backward_ms: (!args.forward_only).then(|| median(&mut backward)),
         peak_mib: mib(peak),
         rss_mib,

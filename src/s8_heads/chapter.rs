@@ -85,7 +85,8 @@ pub fn phase<W: Write>(
 
 /// `--book-models`: the tutorial's model and each of stage 7's variants, trained with the
 /// tutorial's recipe for `max_steps` (the two epochs if `None`), then their heads' scores on the
-/// probes' repeated random text, one line per model ([`book_model_line`]).
+/// probes' repeated random text, one line per model: each head's previous-token score, then the
+/// highest induction and duplicate-token scores of any head.
 pub fn book_models<W: Write>(
     out: &mut W,
     settings: &Settings,
