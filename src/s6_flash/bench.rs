@@ -532,10 +532,14 @@ mod tests {
         let (mut out, mut progress) = (vec![], vec![]);
         run(&args(line).unwrap(), &mut out, &mut progress).unwrap();
         let out = String::from_utf8(out).unwrap();
-        let lines: Vec<&str> = out.lines().collect();
+        // The peak's comment first, where it is measured, then the lines.
+        let lines: Vec<&str> = out.lines().filter(|l| !l.starts_with("# ")).collect();
         assert_eq!(lines.len(), 3, "{out}");
+        let peak = fast::peak::measure(1).is_some();
+        assert_eq!(out.starts_with("# this core's FMA peak"), peak, "{out}");
         for (line, form) in lines.iter().zip(["naive", "tiled", "exact"]) {
             assert!(line.starts_with(&format!("T=8 path={form} threads=1 forward_ms=")));
+            assert!(line.contains(" forward_gflops="), "{line}");
             assert!(line.contains(" backward_ms=") && line.contains(" peak_mib="));
         }
         let kt = 2 * 2 * 8 * 4 * F32; // Kᵀ (1, 2, 4, 8) and its gradient
