@@ -295,7 +295,7 @@ pub fn run(
     let threads = team::with_team(args.threads, team::threads)?;
     let peak = fast::peak::measure(threads);
     if let Some(p) = &peak {
-        writeln!(out, "# {}", crate::s5_gpt::app::bench::peak_line(p))?;
+        writeln!(out, "# {}", p.line())?;
     }
     team::with_team(args.threads, || -> Result<(), BenchError> {
         let threads = team::threads();

@@ -106,7 +106,7 @@ impl fmt::Display for BenchReport {
         )?;
         if let Some(p) = &self.peak {
             let share = 100.0 * p.share(self.gflops(), threads);
-            writeln!(f, "  {share:.0} % of {}", peak_line(p))?;
+            writeln!(f, "  {share:.0} % of {}", p.line())?;
         }
         writeln!(f, "per part, median ms per step (timers on):")?;
         for (part, time) in &self.parts {
@@ -114,14 +114,6 @@ impl fmt::Display for BenchReport {
         }
         Ok(())
     }
-}
-
-/// The peak as the benchmarks name it: its GFLOP/s, its vectors and threads.
-pub fn peak_line(p: &Peak) -> String {
-    format!(
-        "this core's FMA peak ({} vectors): {:.1} GFLOP/s on 1 thread, {:.1} on {} (`s5_gpt --peak`)",
-        p.vectors, p.one, p.all, p.threads
-    )
 }
 
 /// `--peak`: the core's FMA peak, and what the product kernel reaches of it on one 1024³ product.
@@ -137,7 +129,7 @@ pub fn print_peak(out: &mut impl std::io::Write, cfg: &Config) -> Result<(), Too
         )?;
         return Ok(());
     };
-    writeln!(out, "{}", peak_line(&p))?;
+    writeln!(out, "{}", p.line())?;
     let own = product_peak(1024);
     let share = 100.0 * p.share(own, 1);
     writeln!(

@@ -19,6 +19,14 @@ pub struct Peak {
 }
 
 impl Peak {
+    /// The peak as the benchmarks name it: its GFLOP/s, its vectors and threads.
+    pub fn line(&self) -> String {
+        format!(
+            "this core's FMA peak ({} vectors): {:.1} GFLOP/s on 1 thread, {:.1} on {} (`s5_gpt --peak`)",
+            self.vectors, self.one, self.all, self.threads
+        )
+    }
+
     /// `gflops` as a share of the peak on `threads` threads (one thread's peak times their number,
     /// at most the all-thread peak).
     pub fn share(&self, gflops: f64, threads: usize) -> f64 {
