@@ -346,10 +346,16 @@ mod x86 {
         // SAFETY (this block): as in `avx512`.
         unsafe {
             let c_at = |r: usize, v: usize| t.c.wrapping_add(r * t.ldc + 8 * v);
+            // A whole tile loads and stores C plainly: a masked store costs many micro-ops on
+            // AMD's cores, and a tile's C goes in and out once per block of k.
+            let whole = t.width == NR;
             if !t.first {
                 for (r, acc_r) in acc.iter_mut().enumerate() {
                     for v in 0..vectors {
-                        acc_r[v] = _mm256_maskload_ps(c_at(r, v), masks[v]);
+                        acc_r[v] = match whole {
+                            true => _mm256_loadu_ps(c_at(r, v)),
+                            false => _mm256_maskload_ps(c_at(r, v), masks[v]),
+                        };
                     }
                 }
             }
@@ -377,7 +383,10 @@ mod x86 {
                         ),
                         None => acc_r[v],
                     };
-                    _mm256_maskstore_ps(c_at(r, v), masks[v], sum);
+                    match whole {
+                        true => _mm256_storeu_ps(c_at(r, v), sum),
+                        false => _mm256_maskstore_ps(c_at(r, v), masks[v], sum),
+                    }
                 }
             }
         }
