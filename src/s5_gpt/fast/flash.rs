@@ -606,6 +606,11 @@ fn dots(out: &mut [Lanes], at: &[Lanes], bt: &[f32], scores: Option<Scores>) {
         // SAFETY: the CPU has AVX-512 (checked by `lanes`), and the bounds are asserted above.
         return unsafe { dots_avx512(out, at, bt, scores) };
     }
+    #[cfg(target_arch = "x86_64")]
+    if kernels::lanes() == kernels::Lanes::Avx2 {
+        // SAFETY: the CPU has AVX2 and FMA (checked by `lanes`), and the bounds are asserted above.
+        return unsafe { dots_avx2(out, at, bt, scores) };
+    }
     let mut acc = [[0.0; L]; L];
     for (a, b) in at.iter().zip(bt.chunks_exact(L)) {
         for (acc, &b) in acc.iter_mut().zip(b) {
@@ -684,6 +689,74 @@ unsafe fn dots_avx512(out: &mut [Lanes], at: &[Lanes], bt: &[f32], scores: Optio
     }
 }
 
+/// [`dots`] with AVX2: each key's sixteen lanes in two registers, six keys at a time (twelve
+/// sums, two vectors of queries and a broadcast key value: 15 of the 16 registers), so that
+/// nothing spills; the same fused multiply-adds in the same order.
+///
+/// # Safety
+/// The CPU has AVX2 and FMA; `out` holds L rows and `bt` d·L values.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dots_avx2(out: &mut [Lanes], at: &[Lanes], bt: &[f32], scores: Option<Scores>) {
+    // SAFETY: the caller's promise, for keys 0..6, 6..12 and 12..16.
+    unsafe {
+        dots_avx2_keys::<6>(out, at, bt, 0, scores);
+        dots_avx2_keys::<6>(out, at, bt, 6, scores);
+        dots_avx2_keys::<4>(out, at, bt, 12, scores);
+    }
+}
+
+/// [`dots_avx2`] for the N keys from `first`.
+///
+/// # Safety
+/// As [`dots_avx2`], and `first + N ≤ L`.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dots_avx2_keys<const N: usize>(
+    out: &mut [Lanes],
+    at: &[Lanes],
+    bt: &[f32],
+    first: usize,
+    scores: Option<Scores>,
+) {
+    use std::arch::x86_64::*;
+    let mut acc = [[_mm256_setzero_ps(); 2]; N];
+    for (p, a) in at.iter().enumerate() {
+        // SAFETY: `a` is sixteen floats; p·L + first + n < d·L ≤ bt.len() (the caller's bounds).
+        unsafe {
+            let a = [
+                _mm256_loadu_ps(a.as_ptr()),
+                _mm256_loadu_ps(a.as_ptr().add(8)),
+            ];
+            let b = bt.as_ptr().add(p * L + first);
+            for (n, acc) in acc.iter_mut().enumerate() {
+                let b = _mm256_broadcast_ss(&*b.add(n));
+                acc[0] = _mm256_fmadd_ps(a[0], b, acc[0]);
+                acc[1] = _mm256_fmadd_ps(a[1], b, acc[1]);
+            }
+        }
+    }
+    let lane = [
+        _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+        _mm256_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15),
+    ];
+    for (n, acc) in acc.into_iter().enumerate() {
+        let out = &mut out[first + n];
+        for (half, mut sums) in acc.into_iter().enumerate() {
+            if let Some(x) = scores {
+                // Scaled, then the mask's value in the lanes of the rows key n comes after.
+                sums = _mm256_mul_ps(sums, _mm256_set1_ps(x.scale));
+                let masked = _mm256_set1_epi32(x.masked_lanes(first + n) as i32);
+                let masked = _mm256_castsi256_ps(_mm256_cmpgt_epi32(masked, lane[half]));
+                sums = _mm256_blendv_ps(sums, _mm256_set1_ps(x.mask), masked);
+            }
+            // SAFETY: `out` is sixteen floats.
+            unsafe { _mm256_storeu_ps(out.as_mut_ptr().add(8 * half), sums) };
+        }
+    }
+}
+
 /// The L values of `x` from index `at`.
 ///
 /// # Safety
@@ -750,6 +823,12 @@ fn rows_times<const W: usize>(
 ) {
     assert!(r0 + R <= L && out.len() >= (R - 1) * dp + W * L);
     assert!(w.is_empty() || x.len() >= (w.len() - 1) * dp + W * L);
+    #[cfg(target_arch = "x86_64")]
+    if kernels::lanes() == kernels::Lanes::Avx2 {
+        let w = w.iter().map(|w| &w[r0..r0 + R]);
+        // SAFETY: the CPU has AVX2 and FMA (checked by `lanes`), and the bounds are asserted above.
+        return unsafe { times_avx2::<R>(out, dp, pre, w, (x, dp), W) };
+    }
     let mut acc = [[[0.0f32; L]; W]; R];
     for r in 0..R {
         for c in 0..W {
@@ -801,6 +880,15 @@ fn keys_times<const K: usize, const W: usize>(
     assert!(out.len() >= (K - 1) * dp + W * L && K <= bcp);
     assert!(rows == 0 || x.len() >= (rows - 1) * dp + W * L);
     assert!(rows == 0 || w.len() >= (rows - 1) / L * bcp + K);
+    #[cfg(target_arch = "x86_64")]
+    if kernels::lanes() == kernels::Lanes::Avx2 {
+        let w = (0..rows).map(|i| {
+            let w = &w[i / L * bcp..][..K];
+            std::array::from_fn::<f32, K, _>(|r| w[r][i % L])
+        });
+        // SAFETY: the CPU has AVX2 and FMA (checked by `lanes`), and the bounds are asserted above.
+        return unsafe { times_avx2::<K>(out, dp, [1.0; K], w, (x, dp), W) };
+    }
     let mut acc = [[[0.0f32; L]; W]; K];
     for r in 0..K {
         for c in 0..W {
@@ -825,6 +913,58 @@ fn keys_times<const K: usize, const W: usize>(
         for c in 0..W {
             // SAFETY: as for the loads above.
             unsafe { store(out, r * dp + c * L, acc[r][c]) };
+        }
+    }
+}
+
+/// [`rows_times`] and [`keys_times`] with AVX2: N output rows (`dp` apart), `vectors` vectors of
+/// L columns, one vector at a time so that its 2·N sums stay in registers (eight of the sixteen
+/// for N = 4): each row times `pre[r]` unless all are 1, then for each term j in order `o =
+/// fma(w_j[r], x[j], o)`, x's rows `x.1` apart. The same fused multiply-adds in the same order.
+///
+/// # Safety
+/// The CPU has AVX2 and FMA; `out` holds (N − 1)·dp + vectors·L values, and `x` a row of
+/// vectors·L values for each of `w`'s terms.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn times_avx2<const N: usize>(
+    out: &mut [f32],
+    dp: usize,
+    pre: [f32; N],
+    w: impl Iterator<Item = impl AsRef<[f32]>> + Clone,
+    (x, x_step): (&[f32], usize),
+    vectors: usize,
+) {
+    use std::arch::x86_64::*;
+    let (out, x) = (out.as_mut_ptr(), x.as_ptr());
+    for c in 0..vectors {
+        // SAFETY (this block): every offset lies inside the caller's bounds.
+        unsafe {
+            let at = |r: usize, half: usize| out.add(r * dp + c * L + 8 * half);
+            let mut acc = [[_mm256_setzero_ps(); 2]; N];
+            for (r, acc) in acc.iter_mut().enumerate() {
+                *acc = [_mm256_loadu_ps(at(r, 0)), _mm256_loadu_ps(at(r, 1))];
+            }
+            if pre != [1.0; N] {
+                for (acc, &pre) in acc.iter_mut().zip(&pre) {
+                    let pre = _mm256_set1_ps(pre);
+                    *acc = [_mm256_mul_ps(acc[0], pre), _mm256_mul_ps(acc[1], pre)];
+                }
+            }
+            for (j, w) in w.clone().enumerate() {
+                let x = x.add(j * x_step + c * L);
+                let x = [_mm256_loadu_ps(x), _mm256_loadu_ps(x.add(8))];
+                for (acc, w) in acc.iter_mut().zip(w.as_ref()) {
+                    let w = _mm256_set1_ps(*w);
+                    acc[0] = _mm256_fmadd_ps(w, x[0], acc[0]);
+                    acc[1] = _mm256_fmadd_ps(w, x[1], acc[1]);
+                }
+            }
+            for (r, acc) in acc.iter().enumerate() {
+                _mm256_storeu_ps(at(r, 0), acc[0]);
+                _mm256_storeu_ps(at(r, 1), acc[1]);
+            }
         }
     }
 }
