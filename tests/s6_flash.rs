@@ -438,6 +438,47 @@ mod command_line {
         assert!(drawn.contains("■ ■ ■ ■ ■ ■ ■ ■ ■ ■ ■ ■ ■ ■ ■ ■ ■ ■ ■ ■ ■ ■ ■ ■ ■ ■ ■ ■ ■ ■\n"));
     }
 
+    /// `s6_flash --backward ARGS…` in-process, as the example runs it.
+    fn backward(args: &[&str]) -> String {
+        let argv = ["s6_flash", "--backward"]
+            .into_iter()
+            .chain(args.iter().copied());
+        let cli = Cli::try_parse_from(argv).unwrap();
+        let mut out = Vec::new();
+        cli.run(&mut out, &mut std::io::sink()).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    /// `--backward`: the naive graph keeps 4·T² + 2·T·D floats (Kᵀ, the scores three times, the
+    /// weights, O), the tiled node T·D + T (O and L), the exact node T·D (O); the exact node's
+    /// gradients are the naive graph's bits, the tiled node's within the tape test's bound.
+    #[test]
+    fn backward_prints_what_each_way_keeps_and_how_far_its_gradients_lie() {
+        use attention_from_scratch::s6_flash::{BOOK_LENGTH, HEAD_WIDTH, backward};
+        let out = backward(&[]);
+        insta::assert_snapshot!("backward_pass", out);
+        let (t, d) = (BOOK_LENGTH.t, HEAD_WIDTH);
+        let b = backward::backward(BookSeeds::default().seed_123, BOOK_LENGTH);
+        assert_eq!(b.naive.kept, 4 * t * t + 2 * t * d);
+        assert_eq!((b.tiled.kept, b.exact.kept), (t * d + t, t * d));
+        assert!(out.contains("values whose bits differ from the naive graph's: 0\n"));
+        for (tiled, naive) in b.tiled.grads.iter().zip(&b.naive.grads) {
+            let largest = naive.iter().fold(0.0f32, |m, x| m.max(x.abs()));
+            let worst = tiled.iter().zip(naive).map(|(a, b)| (a - b).abs());
+            assert!(worst.fold(0.0, f32::max) <= 6e-6 * largest);
+        }
+        let short = backward(&["--context", "9", "--tile", "4"]);
+        assert!(short.starts_with(
+            "## The backward pass: one head of 64 columns at T = 9, tiles of 4 × 4\n"
+        ));
+        assert!(
+            short.contains("naive graph         1,476\n"),
+            "4·9² + 2·9·64: {short}"
+        );
+        assert!(s6_flash(&["--backward", "--bench"]).is_err());
+        assert!(s6_flash(&["--backward", "--scores", "1"]).is_err());
+    }
+
     #[test]
     fn held_memory_is_the_formula() {
         assert_eq!(naive_held_bytes(4096), 128 << 20);

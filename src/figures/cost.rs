@@ -2,8 +2,8 @@
 //! log-log charts (time, and memory held, against T) drawn from the record of a measurement,
 //! `book/src/generated/s6_bench.txt`. The record holds the lines `s6_flash --bench` and
 //! `tools/torch_attention_bench.py` printed, round after round, run alternately on one machine
-//! (`tools/s6_bench_record.sh` writes it); this module only takes each figure's median over the
-//! rounds and lays it out, so the tests can redraw every table and chart from the record alone.
+//! (`tools/s6_bench_record.sh` writes it); this module only takes each figure's median and range
+//! over the rounds and lays them out, so the tests can redraw every table and chart from the record alone.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -81,7 +81,8 @@ fn parse_line(line: &str) -> Result<Line, String> {
     })
 }
 
-/// One measurement's median over the rounds: what, path, threads, and each figure's median.
+/// One measurement's median over the rounds: what, path, threads, and each figure's median and
+/// range.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Median {
     pub what: What,
@@ -89,11 +90,23 @@ pub struct Median {
     pub threads: usize,
     pub rounds: usize,
     pub fields: BTreeMap<String, f64>,
+    /// Each figure's lowest and highest value over the rounds.
+    pub ranges: BTreeMap<String, (f64, f64)>,
 }
 
 impl Median {
     fn get(&self, field: &str) -> Option<f64> {
         self.fields.get(field).copied()
+    }
+
+    /// A time in milliseconds as the tables show it: the median, and the range when more than one
+    /// round measured it.
+    fn time(&self, field: &str) -> Option<String> {
+        let median = ms(self.get(field)?);
+        Some(match self.ranges.get(field) {
+            Some(&(low, high)) if self.rounds > 1 => format!("{median} ({}–{})", ms(low), ms(high)),
+            _ => median,
+        })
     }
 }
 
@@ -111,18 +124,35 @@ pub fn medians(lines: &[Line]) -> Vec<Median> {
         groups.entry(key).or_default().push(line);
     }
     let median = |(key, lines): ((What, usize, usize, String), Vec<&Line>)| {
-        let names = lines.iter().flat_map(|l| l.fields.keys()).cloned();
-        let fields = names.map(|name| {
-            let values = lines.iter().filter_map(|l| l.fields.get(&name)).copied();
-            let median = median_of(values.collect());
-            (name, median)
-        });
+        let names: Vec<String> = lines
+            .iter()
+            .flat_map(|l| l.fields.keys())
+            .cloned()
+            .collect();
+        let values = |name: &String| -> Vec<f64> {
+            lines
+                .iter()
+                .filter_map(|l| l.fields.get(name))
+                .copied()
+                .collect()
+        };
+        let range = |values: Vec<f64>| {
+            let low = values.iter().copied().fold(f64::INFINITY, f64::min);
+            (low, values.into_iter().fold(f64::NEG_INFINITY, f64::max))
+        };
         Median {
             what: key.0,
             threads: key.1,
             path: key.3,
             rounds: lines.len(),
-            fields: fields.collect(),
+            fields: names
+                .iter()
+                .map(|n| (n.clone(), median_of(values(n))))
+                .collect(),
+            ranges: names
+                .iter()
+                .map(|n| (n.clone(), range(values(n))))
+                .collect(),
         }
     };
     groups.into_iter().map(median).collect()
@@ -228,8 +258,8 @@ fn mib(v: f64) -> String {
 /// the memory it held, and its forward time over PyTorch's SDPA's.
 pub fn lengths_table(lang: Lang, medians: &[Median]) -> String {
     let mut md = String::from(lang.pick(
-        "| T | threads | form | forward, ms | backward, ms | held, MiB | forward ÷ SDPA's |\n",
-        "| T | 线程 | 形式 | 前向，毫秒 | 反向，毫秒 | 占用，MiB | 前向 ÷ SDPA 的 |\n",
+        "| T | threads | form | forward, ms: median (range) | backward, ms: median (range) | held, MiB | forward ÷ SDPA's |\n",
+        "| T | 线程 | 形式 | 前向，毫秒：中位数（范围） | 反向，毫秒：中位数（范围） | 占用，MiB | 前向 ÷ SDPA 的 |\n",
     ));
     md.push_str("|---:|---:|---|---:|---:|---:|---:|\n");
     let lengths = medians.iter().filter(|m| matches!(m.what, What::Length(_)));
@@ -243,16 +273,16 @@ pub fn lengths_table(lang: Lang, medians: &[Median]) -> String {
             (Some(f), Some(s)) if m.path != "torch_sdpa" => format!("{:.2}", f / s),
             _ => "".to_string(),
         };
-        let or_dash = |v: Option<f64>, show: fn(f64) -> String| v.map_or("—".to_string(), show);
+        let or_dash = |v: Option<String>| v.unwrap_or_else(|| "—".to_string());
         writeln!(
             md,
             "| {} | {} | {} | {} | {} | {} | {ratio} |",
             super::draw::thousands(t),
             m.threads,
             path_name(lang, &m.path),
-            or_dash(forward, ms),
-            or_dash(m.get("backward_ms"), ms),
-            or_dash(m.get("peak_mib"), mib),
+            or_dash(m.time("forward_ms")),
+            or_dash(m.time("backward_ms")),
+            or_dash(m.get("peak_mib").map(mib)),
         )
         .expect("a String takes every write");
     }
@@ -262,8 +292,8 @@ pub fn lengths_table(lang: Lang, medians: &[Median]) -> String {
 /// The chapter's table of the layers at rasbt's comparison's shapes: each module's forward time.
 pub fn modules_table(lang: Lang, medians: &[Median]) -> String {
     let mut md = String::from(lang.pick(
-        "| module | threads | forward, ms |\n",
-        "| 模块 | 线程 | 前向，毫秒 |\n",
+        "| module | threads | forward, ms: median (range) |\n",
+        "| 模块 | 线程 | 前向，毫秒：中位数（范围） |\n",
     ));
     md.push_str("|---|---:|---:|\n");
     let mut modules: Vec<(&Median, &str)> = medians
@@ -275,7 +305,7 @@ pub fn modules_table(lang: Lang, medians: &[Median]) -> String {
         .collect();
     modules.sort_by_key(|(m, module)| (m.threads, module_rank(module, &m.path)));
     for (m, module) in modules {
-        let forward = m.get("forward_ms").map_or("—".to_string(), ms);
+        let forward = m.time("forward_ms").unwrap_or_else(|| "—".to_string());
         let name = module_name(lang, module, &m.path);
         writeln!(md, "| {name} | {} | {forward} |", m.threads).expect("a String takes every write");
     }
@@ -462,7 +492,7 @@ mod tests {
         assert_eq!(medians[1].path, "torch_sdpa");
         let table = lengths_table(Lang::En, &medians);
         assert!(
-            table.contains("| 256 | 1 | tiled | 4.0 | 8.0 | 0.03 | 2.00 |"),
+            table.contains("| 256 | 1 | tiled | 4.0 (3.0–5.0) | 8.0 (7.0–9.0) | 0.03 | 2.00 |"),
             "{table}"
         );
         let modules = modules_table(Lang::En, &medians);

@@ -4,7 +4,8 @@
 //! Without `--bench` the example prints [`super::run_with`]: the online walk over `--scores` (the
 //! chapter's "journey" by default), stage 4's layer, and the comparison at length, at `--context T`
 //! in tiles of `--tile N` (the chapter's T = 256 and 64 by default), which then also prints the
-//! memory each form holds. With `--bench` it times the forms instead ([`super::bench`]).
+//! memory each form holds. With `--backward` it prints [`super::backward`]'s three backward passes
+//! at that length instead; with `--bench` it times the forms ([`super::bench`]).
 
 use std::io::Write;
 
@@ -13,6 +14,7 @@ use ndarray::Array1;
 
 use crate::BookSeeds;
 use crate::cli::SeedArgs;
+use crate::s6_flash::backward;
 use crate::s6_flash::bench::{self, BenchArgs, BenchError};
 use crate::s6_flash::{BOOK_LENGTH, Input, Length, Report, Tiles, run_with};
 
@@ -42,6 +44,12 @@ pub struct Cli {
         conflicts_with = "bench"
     )]
     pub scores: Option<String>,
+    /// Print the backward pass instead: one head of 64 columns at --context T (256) in tiles of
+    /// --tile N (64), through the naive graph and the FlashAttention node's tiled and exact forms:
+    /// what each keeps on the tape, Δ of the first rows, and how far each gradient lies from the
+    /// naive graph's
+    #[arg(long, conflicts_with_all = ["bench", "scores"])]
+    pub backward: bool,
     #[command(flatten)]
     pub bench: BenchArgs,
 }
@@ -141,11 +149,18 @@ impl Cli {
         Ok(run_with(out, seeds, &input)?)
     }
 
-    /// What the example does: the bench with `--bench`, else the walk.
+    /// What the example does: the bench with `--bench`, the backward pass with `--backward`,
+    /// else the walk.
     pub fn run(&self, out: &mut impl Write, progress: &mut impl Write) -> Result<(), AppError> {
-        match self.bench.bench {
-            true => Ok(bench::run(&self.bench, out, progress)?),
-            false => self.walk(out).map(|_| ()),
+        if self.bench.bench {
+            return Ok(bench::run(&self.bench, out, progress)?);
         }
+        if self.backward {
+            let length = self.length()?.unwrap_or(BOOK_LENGTH);
+            let seeds = BookSeeds::new(self.seed.seed);
+            backward::run_backward(out, seeds.seed_123, length).map_err(crate::Error::from)?;
+            return Ok(());
+        }
+        self.walk(out).map(|_| ())
     }
 }

@@ -13,7 +13,9 @@
 //!    (`tests/s6_flash.rs` measures it up to T = 4,096 and states the bound).
 //! 4. [`exact`]: the same tiles, in three passes over the keys, that give stage 4's output bit for
 //!    bit; its module docs say why each step is bit-equal.
-//! 5. [`traffic`]: the bytes the naive graph and the tiled forward move between memory and the
+//! 5. [`backward`]: one head's gradients through the naive graph and through the FlashAttention
+//!    node in both forms, on stage 5's tape, and what each keeps for the backward pass.
+//! 6. [`traffic`]: the bytes the naive graph and the tiled forward move between memory and the
 //!    cores, counted by walking their loops: what the tiles save as T grows.
 //!
 //! [`exercises`] holds the solutions of the chapter's exercises.
@@ -25,6 +27,7 @@
 //! layer, as `cargo run --example s6_flash` shows them.
 
 pub mod app;
+pub mod backward;
 pub mod bench;
 pub mod bits;
 pub mod exact;
@@ -273,8 +276,11 @@ fn chapter_layer<W: Write>(out: &mut W, seeds: BookSeeds) -> Result<(), Error> {
     Ok(())
 }
 
+/// The width of the one head the stage's comparisons at length run on.
+pub const HEAD_WIDTH: usize = 64;
+
 /// The length and tiles of the stage's printed comparison at length: one head of 64 columns.
-const LENGTH: (usize, usize, Tiles) = (256, 64, Tiles { br: 64, bc: 64 });
+const LENGTH: (usize, usize, Tiles) = (256, HEAD_WIDTH, Tiles { br: 64, bc: 64 });
 
 /// The chapter's comparison at length, T = 256 in tiles of 64 × 64.
 pub const BOOK_LENGTH: Length = Length {
