@@ -28,6 +28,7 @@ flags=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx|avx2|fma|
 echo "# Stage 6's cost of attention as T grows: s6_flash --bench and PyTorch, run alternately."
 echo "# Machine: $cpu, $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB."
 echo "# Vector flags: $flags."
+echo "# CPU family $(grep -m1 '^cpu family' /proc/cpuinfo | cut -d: -f2 | tr -d ' ') model $(grep -m1 '^model[[:space:]]*:' /proc/cpuinfo | cut -d: -f2 | tr -d ' '), as /proc/cpuinfo gives them."
 echo "# PyTorch $("$python" -c 'import torch; print(torch.__version__)'), eager, CPU."
 echo "# Written by: bash tools/s6_bench_record.sh $rounds, from $(date -u '+%Y-%m-%d %H:%M') UTC."
 echo "# Each round, at 1 and at 2 threads:"
