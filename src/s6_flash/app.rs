@@ -28,6 +28,8 @@ pub const MAX_CONTEXT: usize = 4096;
 /// layer and on one head of 64 columns at T = 256, each with its largest difference from stage 4.
 /// --scores walks other scores; --context and --tile set the head at length, and add the memory
 /// naive and tiled attention hold there.
+/// With --backward, prints instead the backward pass at that length: what the naive graph and the
+/// FlashAttention node keep for it, and how far their gradients lie apart.
 /// With --bench, times instead causal attention at length (12 heads of 64 columns by default), one
 /// line per context and form: forward and backward milliseconds, and the memory the form holds.
 #[derive(Debug, Parser)]
