@@ -17,6 +17,7 @@ use attention_from_scratch::s5_gpt::ops::{MASK_VALUE, dropout_mask};
 use attention_from_scratch::s5_gpt::train::Recipe;
 use attention_from_scratch::s5_gpt::{NodeId, Tape, Tensor};
 use attention_from_scratch::s6_flash::Tiles;
+use attention_from_scratch::s6_flash::backward::relative_difference;
 
 /// Values from NumPy's generator, times `scale`.
 fn random_tensor(shape: &[usize], seed: u32, scale: f64) -> Tensor {
@@ -288,16 +289,6 @@ fn both_forms_pass_a_gradcheck_against_float64_finite_differences() {
             assert!(worst <= 1e-6, "{case:?} {form:?}: {worst:e}");
         }
     }
-}
-
-/// max |a − b| / max |b|: how far `a` is from `b`, as a fraction of `b`'s largest value.
-fn relative_difference(a: &[f32], b: &[f32]) -> f64 {
-    let largest = b.iter().fold(0.0f64, |m, &x| m.max(f64::from(x).abs()));
-    let worst = a
-        .iter()
-        .zip(b)
-        .fold(0.0f64, |m, (&a, &b)| m.max(f64::from(a - b).abs()));
-    worst / largest
 }
 
 #[test]

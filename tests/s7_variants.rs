@@ -499,11 +499,22 @@ fn exercise_the_other_windows_convention() {
 /// A model of `blocks` blocks at the tutorial's sizes with `arch`, from `np.random.seed(42)`, on
 /// the vocabulary of [`s7_variants::LINE`].
 fn model_on_the_line(arch: Architecture, blocks: usize) -> (Tape, Gpt, CharDataset) {
+    line_model(arch, blocks, 32, 64)
+}
+
+/// A model of `blocks` blocks, a context of `context` and a width of `width` on
+/// [`s7_variants::LINE`]'s characters.
+fn line_model(
+    arch: Architecture,
+    blocks: usize,
+    context: usize,
+    width: usize,
+) -> (Tape, Gpt, CharDataset) {
     let data = CharDataset::from_text(s7_variants::LINE, 1, 32);
     let config = GptConfig {
         vocab_size: data.vocab_size(),
-        context_size: 32,
-        embedding_size: 64,
+        context_size: context,
+        embedding_size: width,
         blocks,
         architecture: arch,
     };
@@ -595,6 +606,27 @@ fn each_cached_step_gives_the_windows_last_logits() {
 }
 
 #[test]
+fn a_windowed_step_behind_whole_blocks_of_forgotten_keys_gives_the_windows_last_logits() {
+    // A window of 40 in a context of 300: a step's softmax sums its 40 weights behind up to 260
+    // forgotten keys, whole blocks of NumPy's pairwise sum that hold none of them.
+    let arch = Architecture {
+        window: Some(40),
+        ..Architecture::default()
+    };
+    let (mut tape, model, data) = line_model(arch, 1, 300, 32);
+    let line = data.encode(s7_variants::LINE).unwrap();
+    let ids: Vec<usize> = line.iter().copied().cycle().take(300).collect();
+    let mut cache = GptCache::default();
+    for l in 1..=ids.len() {
+        tape.reset();
+        let whole = model.forward(&mut tape, &ids[..l], 1, None); // (1, L, V)
+        let last = last_row(tape.value(whole)).to_vec();
+        let logits = model.forward_cached(&mut tape, &ids[l - 1..l], &mut cache); // (1, 1, V)
+        assert_eq!(last_row(tape.value(logits)), last, "L = {l}");
+    }
+}
+
+#[test]
 fn sums_like_one_longer_is_what_the_pairwise_sum_does() {
     use attention_from_scratch::s5_gpt::cache::sums_like_one_longer;
     use attention_from_scratch::s5_gpt::ops::pairwise_sum;
@@ -624,16 +656,7 @@ fn cached_generation_past_128_tokens_is_recomputation_bit_for_bit() {
         rope: true,
         ..Architecture::everything(4, 0.0)
     };
-    let data = CharDataset::from_text(s7_variants::LINE, 1, 32);
-    let config = GptConfig {
-        vocab_size: data.vocab_size(),
-        context_size: 300,
-        embedding_size: 32,
-        blocks: 2,
-        architecture: arch,
-    };
-    let mut tape = Tape::new();
-    let model = Gpt::new(&mut tape, &mut NumpyRandom::seed(42), config);
+    let (mut tape, model, data) = line_model(arch, 2, 300, 32);
     let run = |cached: bool, tape: &mut Tape| {
         let (rng, sampling) = (&mut NumpyRandom::seed(3), Sampling::default());
         match cached {

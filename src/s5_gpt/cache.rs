@@ -13,8 +13,7 @@ use super::error::GptError;
 use super::flash::AttentionForm;
 use super::generate::{Sampling, last_row, probabilities, prompt_tokens, sums_like_one_shorter};
 use super::latent::{Absorbed, Cached, absorb, absorbed_attention};
-use super::ops::MASK_VALUE;
-use super::ops::PAIRWISE_BLOCK;
+use super::ops::{MASK_VALUE, PAIRWISE_BLOCK, pairwise_sum, pairwise_sum_behind};
 use super::tape::Tape;
 use super::tensor::{NodeId, Tensor};
 use crate::rng::numpy::NumpyRandom;
@@ -116,9 +115,10 @@ impl Attention {
         let scores = tape.matmul(q, kt); // (1, H, 1, L'): no future to mask
         let scores = tape.scale(scores, self.scale()); // (1, H, 1, L')
         let forgotten = position + 1 - cache.len(); // keys the window no longer holds
-        let scores = pad_front(tape, scores, forgotten, self.mask_value); // (1, H, 1, L)
-        let weights = tape.softmax(scores); // (1, H, 1, L)
-        let weights = drop_front(tape, weights, forgotten); // (1, H, 1, L'): the rest are 0
+        let weights = match forgotten {
+            0 => tape.softmax(scores), // (1, H, 1, L')
+            _ => softmax_behind(tape, scores, forgotten, self.mask_value), // (1, H, 1, L')
+        };
         let context = tape.matmul(weights, v); // (1, H, 1, D)
         let context = self.merge_heads(tape, context); // (1, 1, C)
         self.out.forward(tape, context) // (1, 1, C)
@@ -126,32 +126,26 @@ impl Attention {
 }
 // ANCHOR_END: attention_cached
 
-/// The scores of the keys a window forgot, in front of each row: the mask's value, as the full
-/// window's band writes it. Inference only: the new node is an input, without a gradient.
-fn pad_front(tape: &mut Tape, scores: NodeId, n: usize, value: f32) -> NodeId {
-    if n == 0 {
-        return scores;
-    }
+/// The softmax of the kept keys' scores, each row (1, H, 1, L') the end of the whole window's
+/// band row of L = n + L' scores whose first `n` are the mask's `value`, with that row's bits.
+/// Their weights are exactly 0, so the row is never built: the sum skips the zeros
+/// ([`pairwise_sum_behind`]), and a step costs O(L'), not O(L). Inference only: the new node is an
+/// input, without a gradient.
+fn softmax_behind(tape: &mut Tape, scores: NodeId, n: usize, value: f32) -> NodeId {
     let x = tape.value(scores);
-    let l = x.last_dim() + n;
-    let data = x.data.chunks_exact(x.last_dim());
-    let rows = data.flat_map(|row| std::iter::repeat_n(value, n).chain(row.iter().copied()));
-    let shape = [&x.shape[..x.ndim() - 1], &[l]].concat();
-    tape.input(Tensor::new(&shape, rows.collect()))
-}
-
-/// Each row without its first `n` values: the weights of the forgotten keys, which are 0.
-fn drop_front(tape: &mut Tape, weights: NodeId, n: usize) -> NodeId {
-    if n == 0 {
-        return weights;
+    let mut weights = x.data.clone();
+    for row in weights.chunks_exact_mut(x.last_dim()) {
+        let max = row.iter().fold(value, |m, &v| m.max(v)); // the whole row's maximum
+        let forgotten = libm::expf(value - max); // 0, unless every score is near the mask's
+        row.iter_mut().for_each(|s| *s = libm::expf(*s - max));
+        let sum = if forgotten == 0.0 {
+            pairwise_sum_behind(n, row)
+        } else {
+            pairwise_sum(&[vec![forgotten; n], row.to_vec()].concat())
+        };
+        row.iter_mut().for_each(|w| *w /= sum);
     }
-    let x = tape.value(weights);
-    let rows = x
-        .data
-        .chunks_exact(x.last_dim())
-        .flat_map(|row| row[n..].iter().copied());
-    let shape = [&x.shape[..x.ndim() - 1], &[x.last_dim() - n]].concat();
-    tape.input(Tensor::new(&shape, rows.collect()))
+    tape.input(Tensor::new(&x.shape.clone(), weights))
 }
 
 // ANCHOR: gpt_cache

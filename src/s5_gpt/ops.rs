@@ -19,7 +19,7 @@ use crate::rng::numpy::NumpyRandom;
 /// Σ a[p]·b[p] over p in order, starting from 0, each term added by one fused multiply-add:
 /// `sum = fma(a[p], b[p], sum)`, the exact a·b + sum rounded once. IEEE 754 defines that result
 /// exactly, so every machine gives the same bits, in hardware or in software.
-pub(super) fn dot(a: impl Iterator<Item = f32>, b: impl Iterator<Item = f32>) -> f32 {
+pub fn dot(a: impl Iterator<Item = f32>, b: impl Iterator<Item = f32>) -> f32 {
     a.zip(b).fold(0.0, |sum, (a, b)| a.mul_add(b, sum))
 }
 // ANCHOR_END: dot
@@ -481,6 +481,31 @@ pub fn pairwise_block(a: &[f32], f: impl Fn(f32) -> f32 + Copy) -> f32 {
 }
 // ANCHOR_END: pairwise_sum
 
+/// [`pairwise_sum`] of `zeros` zeros followed by `a`, to the bit, visiting only the blocks that
+/// hold a value of `a`: a block of zeros sums to exactly 0, and adding 0 changes nothing. A cached
+/// step with a window sums its W weights so, behind the keys the window forgot.
+pub fn pairwise_sum_behind(zeros: usize, a: &[f32]) -> f32 {
+    sum_behind(zeros, a, 0..zeros + a.len())
+}
+
+/// The sum of the values at `part` of `zeros` zeros followed by `a`, halved as [`pairwise_tree`]
+/// halves it.
+fn sum_behind(zeros: usize, a: &[f32], part: std::ops::Range<usize>) -> f32 {
+    if part.end <= zeros {
+        return 0.0;
+    }
+    let n = part.len();
+    if n <= PAIRWISE_BLOCK {
+        let mut block = [0.0; PAIRWISE_BLOCK];
+        let from = part.start.max(zeros);
+        block[from - part.start..n].copy_from_slice(&a[from - zeros..part.end - zeros]);
+        return pairwise_block(&block[..n], |x| x);
+    }
+    let half = n / 2 - n / 2 % 8;
+    let middle = part.start + half;
+    sum_behind(zeros, a, part.start..middle) + sum_behind(zeros, a, middle..part.end)
+}
+
 // ANCHOR: tanh
 /// Below this |x|, tanh is its odd polynomial; from here on, 1 − 2/(e^{2|x|} + 1).
 const TANH_SMALL: f32 = 0.625;
@@ -564,6 +589,23 @@ mod tests {
         assert_eq!(sum(129), 825.6);
         assert_eq!(sum(1000), 49950.0);
         assert_eq!(sum(8193), 3.355853e6);
+    }
+
+    #[test]
+    fn zeros_in_front_sum_as_the_whole_row() {
+        let a: Vec<f32> = (0..700).map(|i| (i as f32 * 0.37).sin().abs()).collect();
+        for zeros in [0, 1, 7, 8, 100, 127, 128, 129, 200, 513, 1000] {
+            for len in [0, 1, 5, 8, 9, 64, 127, 128, 129, 300, 700] {
+                let row = [vec![0.0; zeros], a[..len].to_vec()].concat();
+                let whole = pairwise_sum(&row);
+                let behind = pairwise_sum_behind(zeros, &a[..len]);
+                assert_eq!(
+                    behind.to_bits(),
+                    whole.to_bits(),
+                    "{zeros} zeros, {len} values"
+                );
+            }
+        }
     }
 
     #[test]

@@ -7,11 +7,10 @@ use std::io::Write;
 use ndarray::{Array1, Array2};
 
 use crate::print::{self, cell, heading};
-use crate::rng::torch::Generator;
 use crate::s5_gpt::backend::Op;
 use crate::s5_gpt::flash::FlashForm;
 use crate::s5_gpt::model::attention_scale;
-use crate::s5_gpt::ops::MASK_VALUE;
+use crate::s5_gpt::ops::{MASK_VALUE, dot};
 use crate::s5_gpt::{NodeId, Tape, Tensor};
 
 use super::Length;
@@ -33,13 +32,6 @@ pub struct Backward {
     pub tiled: Pass,
     pub exact: Pass,
     pub delta: Array1<f32>,
-}
-
-/// Q, K, V and the output's gradient dO of one head, (T, D) each, drawn uniformly from [−2, 2) in
-/// that order (Q, K and V as [`super::random_head`] draws them).
-fn head_and_d_out(seed: u64, t: usize, d: usize) -> [Array2<f32>; 4] {
-    let mut rng = Generator::manual_seed(seed);
-    [(); 4].map(|()| rng.uniform((t, d), -2.0, 2.0))
 }
 
 fn tensor(x: &Array2<f32>) -> Tensor {
@@ -80,13 +72,14 @@ fn pass(qkv: &[Array2<f32>; 3], d_out: &Array2<f32>, form: Option<FlashForm>) ->
 
 /// One head of 64 columns at `length`: its gradients the three ways, drawn from `seed`.
 pub fn backward(seed: u64, length: Length) -> Backward {
-    let [q, k, v, d_out] = head_and_d_out(seed, length.t, super::HEAD_WIDTH);
+    // Q, K and V as `random_head` draws them, then the output's gradient dO: (T, D) each.
+    let [q, k, v, d_out] = super::uniform_matrices(seed, length.t, super::HEAD_WIDTH);
     let qkv = [q, k, v];
     let (naive, o) = pass(&qkv, &d_out, None);
     let (tiled, _) = pass(&qkv, &d_out, Some(FlashForm::Tiled(length.tiles)));
     let (exact, _) = pass(&qkv, &d_out, Some(FlashForm::Exact));
     let rows = d_out.rows().into_iter().zip(o.chunks(super::HEAD_WIDTH));
-    let delta = rows.map(|(g, o)| g.iter().zip(o).map(|(g, o)| g * o).sum());
+    let delta = rows.map(|(g, o)| dot(g.iter().copied(), o.iter().copied())); // as the node sums it
     Backward {
         naive,
         tiled,
@@ -96,7 +89,7 @@ pub fn backward(seed: u64, length: Length) -> Backward {
 }
 
 /// max |a − b| / max |b|: how far `a` is from `b`, as a share of `b`'s largest value.
-fn relative_difference(a: &[f32], b: &[f32]) -> f64 {
+pub fn relative_difference(a: &[f32], b: &[f32]) -> f64 {
     let largest = b.iter().fold(0.0f64, |m, &x| m.max(f64::from(x).abs()));
     let worst = a.iter().zip(b).map(|(&a, &b)| f64::from(a - b).abs());
     worst.fold(0.0, f64::max) / largest

@@ -68,8 +68,14 @@ pub fn journey_scores() -> Array1<f32> {
 /// Q, K and V of one head of `t` tokens and `d` columns, drawn uniformly from [−2, 2) in that
 /// order: the inputs of the stage's comparisons at length.
 pub fn random_head(seed: u64, t: usize, d: usize) -> [Array2<f32>; 3] {
+    uniform_matrices(seed, t, d)
+}
+
+/// `N` matrices of `t` × `d`, drawn uniformly from [−2, 2) one after the other from PyTorch's
+/// generator seeded with `seed`.
+pub fn uniform_matrices<const N: usize>(seed: u64, t: usize, d: usize) -> [Array2<f32>; N] {
     let mut rng = Generator::manual_seed(seed);
-    [(); 3].map(|()| rng.uniform((t, d), -2.0, 2.0))
+    [(); N].map(|()| rng.uniform((t, d), -2.0, 2.0))
 }
 
 /// What the stage runs on: the scores the online walk reads, and the comparison at length. The
