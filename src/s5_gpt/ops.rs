@@ -16,7 +16,7 @@
 use crate::rng::numpy::NumpyRandom;
 
 // ANCHOR: dot
-/// Σ a[p]·b[p] over p in order, starting from 0, each term added by one fused multiply-add:
+/// Σ `a[p]·b[p]` over p in order, starting from 0, each term added by one fused multiply-add:
 /// `sum = fma(a[p], b[p], sum)`, the exact a·b + sum rounded once. IEEE 754 defines that result
 /// exactly, so every machine gives the same bits, in hardware or in software.
 pub fn dot(a: impl Iterator<Item = f32>, b: impl Iterator<Item = f32>) -> f32 {
