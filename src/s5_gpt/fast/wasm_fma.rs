@@ -296,25 +296,48 @@ pub fn fused_lanes_round_once() -> bool {
 /// Float32 lanes per instruction of the fused lanes.
 const LANES: usize = 4;
 
-/// [`accumulate`] with fused lanes: for each row of the tile, the row's sums in four vectors of
-/// four, each step of k one `relaxed_madd` per vector, in order over k. A lane is one output
-/// element and gets the lesson's terms in the lesson's order, each rounded once where the
-/// instruction is fused (checked by [`fused_lanes_round_once`] before it is used).
+/// [`accumulate`] with fused lanes: the tile's rows two at a time, each row's sums in four vectors
+/// of four, and each step of k one `relaxed_madd` per vector, the vector of B loaded once for both
+/// rows. A lane is one output element and gets the lesson's terms in the lesson's order, each
+/// rounded once where the instruction is fused (checked by [`fused_lanes_round_once`] before it is
+/// used). Two rows keep 8 vectors of sums, 2 of A and 1 of B in registers: a third row would need
+/// more than the 16 vector registers a browser has on x86-64.
 #[inline(always)]
 pub fn accumulate_fused<const R: usize>(
     acc: &mut [[f32; PANEL]; R],
     a: impl Fn(usize, usize) -> f32,
     b_panel: &[f32],
 ) {
+    let (pairs, last) = acc.as_chunks_mut::<2>();
+    for (i, pair) in pairs.iter_mut().enumerate() {
+        rows_fused(pair, |r, p| a(2 * i + r, p), b_panel);
+    }
+    if let [row] = last {
+        rows_fused(std::array::from_mut(row), |_, p| a(R - 1, p), b_panel);
+    }
+}
+
+/// [`accumulate_fused`] for `N` rows of the tile, whose sums stay in registers over the whole of k.
+#[inline(always)]
+fn rows_fused<const N: usize>(
+    acc: &mut [[f32; PANEL]; N],
+    a: impl Fn(usize, usize) -> f32,
+    b_panel: &[f32],
+) {
     use lanes::{load, madd, splat, store};
-    for (r, acc_r) in acc.iter_mut().enumerate() {
-        let mut sums: [lanes::F32x4; PANEL / LANES] =
-            std::array::from_fn(|i| load(&acc_r[LANES * i..][..LANES]));
-        for (p, b_p) in b_panel.chunks_exact(PANEL).enumerate() {
-            let a_rp = splat(a(r, p));
-            sums = std::array::from_fn(|i| madd(a_rp, load(&b_p[LANES * i..][..LANES]), sums[i]));
+    let mut sums: [[lanes::F32x4; PANEL / LANES]; N] =
+        std::array::from_fn(|r| std::array::from_fn(|i| load(&acc[r][LANES * i..][..LANES])));
+    for (p, b_p) in b_panel.chunks_exact(PANEL).enumerate() {
+        let a_p: [lanes::F32x4; N] = std::array::from_fn(|r| splat(a(r, p)));
+        for i in 0..PANEL / LANES {
+            let b = load(&b_p[LANES * i..][..LANES]);
+            for (sums_r, &a_rp) in sums.iter_mut().zip(&a_p) {
+                sums_r[i] = madd(a_rp, b, sums_r[i]);
+            }
         }
-        for (i, sum) in sums.into_iter().enumerate() {
+    }
+    for (acc_r, sums_r) in acc.iter_mut().zip(sums) {
+        for (i, sum) in sums_r.into_iter().enumerate() {
             store(sum, &mut acc_r[LANES * i..][..LANES]);
         }
     }
