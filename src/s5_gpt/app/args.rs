@@ -362,7 +362,9 @@ pub struct ChapterArgs {
           help = BENCH.help("Instead of the chapter, time N training steps (after 20 untimed) and print the median and a breakdown per op"))]
     pub bench: Option<usize>,
     /// Instead of the chapter, time this core's fused multiply-adds in its widest vectors, on one
-    /// thread and on --threads, and print the peak GFLOP/s the benchmarks' products are measured against
+    /// thread and on --threads, and print the peak GFLOP/s the benchmarks' products are measured
+    /// against; then the product kernel's share of it on one 1024³ product and on each product of
+    /// a training step of nanoGPT's CPU configuration, one shape at a time
     #[arg(long, help_heading = "Run", conflicts_with = "bench")]
     pub peak: bool,
 }

@@ -116,7 +116,8 @@ impl fmt::Display for BenchReport {
     }
 }
 
-/// `--peak`: the core's FMA peak, and what the product kernel reaches of it on one 1024³ product.
+/// `--peak`: the core's FMA peak, and what the product kernel reaches of it on one 1024³ product
+/// and on each product of a training step of nanoGPT's CPU configuration ([`NANOGPT_PRODUCTS`]).
 pub fn print_peak(out: &mut impl std::io::Write, cfg: &Config) -> Result<(), ToolError> {
     let threads = match THREADS.check(cfg.threads)? {
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -136,7 +137,136 @@ pub fn print_peak(out: &mut impl std::io::Write, cfg: &Config) -> Result<(), Too
         out,
         "the product kernel, 1024 x 1024 x 1024 on 1 thread: {own:.1} GFLOP/s, {share:.0} % of it"
     )?;
+    writeln!(
+        out,
+        "nanoGPT's CPU configuration's products on 1 thread (m x k x n, per step, GFLOP/s, share):"
+    )?;
+    let timed: Vec<(StepProduct, f64)> =
+        NANOGPT_PRODUCTS.iter().map(|&p| (p, p.gflops())).collect();
+    for (product, gflops) in &timed {
+        let (m, k, n) = product.mkn;
+        let shape = format!("{m} x {k} x {n}");
+        let share = 100.0 * p.share(*gflops, 1);
+        writeln!(
+            out,
+            "  {:<28}{shape:>16}{:>5}{gflops:>8.1}{share:>6.0} %",
+            product.name, product.per_step
+        )?;
+    }
+    let (flop, time) = step_flops_and_time(&timed);
+    let gflops = flop / time / 1e9;
+    let share = 100.0 * p.share(gflops, 1);
+    writeln!(
+        out,
+        "  all of a step's products at these speeds: {:.1} MFLOP, {gflops:.1} GFLOP/s, {share:.0} %",
+        flop / 1e6
+    )?;
     Ok(())
+}
+
+/// One product of a training step, as the fast layer runs it: `a (m×k) · b (k×n)`, A read
+/// transposed for a weight's gradient (gᵀ·x) and B read transposed for a layer's x·Wᵀ, and how
+/// many times a step runs it.
+#[derive(Clone, Copy, Debug)]
+pub struct StepProduct {
+    pub name: &'static str,
+    pub mkn: (usize, usize, usize),
+    pub a_transposed: bool,
+    pub b_transposed: bool,
+    pub per_step: usize,
+}
+
+/// A product `name` of shape `mkn` that a step runs `per_step` times; `t` says which of A and B
+/// are read transposed.
+const fn product(
+    name: &'static str,
+    mkn: (usize, usize, usize),
+    t: [bool; 2],
+    per_step: usize,
+) -> StepProduct {
+    StepProduct {
+        name,
+        mkn,
+        a_transposed: t[0],
+        b_transposed: t[1],
+        per_step,
+    }
+}
+
+/// Neither factor read transposed.
+const PLAIN: [bool; 2] = [false, false];
+/// A read transposed: a weight's gradient gᵀ·x.
+const A_T: [bool; 2] = [true, false];
+/// B read transposed: a layer's x·Wᵀ.
+const B_T: [bool; 2] = [false, true];
+
+/// Every product of a training step of nanoGPT's CPU configuration (B 12, T 64, C 128, 4 blocks of
+/// 4 heads of 32, 65 characters): each layer's three on B·T = 768 rows (its x·Wᵀ, then g·W and
+/// gᵀ·x backwards), and each head's six, 48 heads a block.
+pub const NANOGPT_PRODUCTS: [StepProduct; 18] = [
+    product("Q, K, V, out: x·Wᵀ", (768, 128, 128), B_T, 16),
+    product("Q, K, V, out: dx = g·W", (768, 128, 128), PLAIN, 16),
+    product("Q, K, V, out: dW = gᵀ·x", (128, 768, 128), A_T, 16),
+    product("MLP up: x·Wᵀ", (768, 128, 512), B_T, 4),
+    product("MLP up: dx = g·W", (768, 512, 128), PLAIN, 4),
+    product("MLP up: dW = gᵀ·x", (512, 768, 128), A_T, 4),
+    product("MLP down: x·Wᵀ", (768, 512, 128), B_T, 4),
+    product("MLP down: dx = g·W", (768, 128, 512), PLAIN, 4),
+    product("MLP down: dW = gᵀ·x", (128, 768, 512), A_T, 4),
+    product("head: x·Wᵀ", (768, 128, 65), B_T, 1),
+    product("head: dx = g·W", (768, 65, 128), PLAIN, 1),
+    product("head: dW = gᵀ·x", (65, 768, 128), A_T, 1),
+    product("a head's scores: q·kᵀ", (64, 32, 64), B_T, 192),
+    product("a head's weights·v", (64, 64, 32), PLAIN, 192),
+    product("a head's dweights = dO·vᵀ", (64, 32, 64), B_T, 192),
+    product("a head's dv = weightsᵀ·dO", (64, 64, 32), A_T, 192),
+    product("a head's dq = dscores·k", (64, 64, 32), PLAIN, 192),
+    product("a head's dk = dscoresᵀ·q", (64, 64, 32), A_T, 192),
+];
+
+/// Each product's flops in a step, and the time its speed gives them: for the share of the whole.
+pub fn step_flops_and_time(products: &[(StepProduct, f64)]) -> (f64, f64) {
+    products
+        .iter()
+        .fold((0.0, 0.0), |(flop, time), (p, gflops)| {
+            let f = p.flop() * p.per_step as f64;
+            (flop + f, time + f / (gflops * 1e9))
+        })
+}
+
+impl StepProduct {
+    /// 2·m·k·n: a multiply and an add per term.
+    pub fn flop(&self) -> f64 {
+        let (m, k, n) = self.mkn;
+        2.0 * (m * k * n) as f64
+    }
+
+    /// The kernel's best speed on this product on the calling thread, in GFLOP/s: the fastest of
+    /// five runs, each repeating the product for at least 20 ms.
+    pub fn gflops(&self) -> f64 {
+        let (m, k, n) = self.mkn;
+        let values = |len: usize| -> Vec<f32> { (0..len).map(|i| (i % 7) as f32 * 0.25).collect() };
+        let (a, b, mut c) = (values(m * k), values(k * n), vec![0.0; m * n]);
+        let a = match self.a_transposed {
+            true => Strided::transposed(&a, m),
+            false => Strided::rows(&a, k),
+        };
+        let b = match self.b_transposed {
+            true => Strided::transposed(&b, k),
+            false => Strided::rows(&b, n),
+        };
+        let flop = self.flop();
+        let repeats = (4e8 / flop).ceil() as usize; // about 20 ms at 20 GFLOP/s
+        let mut once = || {
+            let started = Instant::now();
+            for _ in 0..repeats {
+                kernels::matmul(&mut c, a, b, None, self.mkn);
+            }
+            started.elapsed()
+        };
+        let best = (0..5).map(|_| once()).min().expect("five runs");
+        flop * repeats as f64 / best.as_secs_f64() / 1e9
+    }
 }
 
 fn median(times: &mut [Duration]) -> Duration {
@@ -228,4 +358,38 @@ fn split(spent: &BTreeMap<&'static str, Duration>, total: Duration) -> Vec<Durat
     let timed: Duration = parts.iter().sum();
     *parts.last_mut().expect("PARTS ends with the rest") = total.saturating_sub(timed);
     parts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::s5_gpt::beyond::Architecture;
+
+    #[test]
+    fn the_listed_products_are_every_flop_of_nanogpts_step() {
+        let model = GptConfig {
+            vocab_size: 65,
+            context_size: 64,
+            embedding_size: 128,
+            blocks: 4,
+            architecture: Architecture {
+                qkv: true,
+                heads: 4,
+                residual: true,
+                layer_norm: true,
+                ..Architecture::default()
+            },
+        };
+        let listed: f64 = NANOGPT_PRODUCTS
+            .iter()
+            .map(|p| p.flop() * p.per_step as f64)
+            .sum();
+        assert_eq!(listed, flops_per_step(&model, 12) as f64);
+        let timed: Vec<_> = NANOGPT_PRODUCTS.iter().map(|&p| (p, 50.0)).collect();
+        let (flop, time) = step_flops_and_time(&timed);
+        assert!(
+            (flop / time / 1e9 - 50.0).abs() < 1e-9,
+            "every product at 50 GFLOP/s"
+        );
+    }
 }
