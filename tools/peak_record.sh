@@ -12,12 +12,9 @@ runs=${1:-5}
 cargo build --release --quiet --example s5_gpt
 crate=target/release/examples/s5_gpt
 
-cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
-flags=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx|avx2|fma|avx512f|avx512bw|avx512vl|avx512_bf16|amx_tile)$' | paste -sd' ' -)
+source tools/machine.sh
 echo "# The product kernel's share of this core's FMA peak, shape by shape: s5_gpt --peak."
-echo "# Machine: $cpu, $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB."
-echo "# Vector flags: $flags."
-echo "# CPU family $(grep -m1 '^cpu family' /proc/cpuinfo | cut -d: -f2 | tr -d ' ') model $(grep -m1 '^model[[:space:]]*:' /proc/cpuinfo | cut -d: -f2 | tr -d ' '), as /proc/cpuinfo gives them."
+machine_lines
 echo "# Written by: bash tools/peak_record.sh $runs, from $(date -u '+%Y-%m-%d %H:%M') UTC."
 echo "# Each run: $crate --peak --threads 1"
 for run in $(seq "$runs"); do

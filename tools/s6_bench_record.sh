@@ -23,12 +23,9 @@ torch=(tools/torch_attention_bench.py)
 short=${S6_SHORT:-256,1024}
 long=${S6_LONG:-4096,16384}
 
-cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
-flags=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx|avx2|fma|avx512f|avx512bw|avx512vl|avx512_bf16|amx_tile)$' | paste -sd' ' -)
+source tools/machine.sh
 echo "# Stage 6's cost of attention as T grows: s6_flash --bench and PyTorch, run alternately."
-echo "# Machine: $cpu, $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB."
-echo "# Vector flags: $flags."
-echo "# CPU family $(grep -m1 '^cpu family' /proc/cpuinfo | cut -d: -f2 | tr -d ' ') model $(grep -m1 '^model[[:space:]]*:' /proc/cpuinfo | cut -d: -f2 | tr -d ' '), as /proc/cpuinfo gives them."
+machine_lines
 echo "# PyTorch $("$python" -c 'import torch; print(torch.__version__)'), eager, CPU."
 echo "# Written by: bash tools/s6_bench_record.sh $rounds, from $(date -u '+%Y-%m-%d %H:%M') UTC."
 echo "# Each round, at 1 and at 2 threads:"

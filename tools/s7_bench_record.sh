@@ -13,12 +13,10 @@ rounds=${1:-3}
 
 cargo build --release --quiet --example s7_variants
 crate=target/release/examples/s7_variants
-cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
-flags=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx|avx2|fma|avx512f|avx512bw|avx512vl|avx512_bf16|amx_tile)$' | paste -sd' ' -)
+source tools/machine.sh
 header() {
     echo "# $1"
-    echo "# Machine: $cpu, $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB."
-    echo "# Vector flags: $flags."
+    machine_lines
     echo "# Written by: bash tools/s7_bench_record.sh $rounds, from $(date -u '+%Y-%m-%d %H:%M') UTC."
 }
 
