@@ -131,6 +131,9 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         for (file, table) in figures::heads::tables(lang, &figures::heads::committed()?) {
             write_generated(&file, &table)?;
         }
+        for (file, table) in figures::peak::tables(lang, &figures::peak::committed()?) {
+            write_generated(&file, &table)?;
+        }
     }
     for (file, table) in figures::weighed::committed_tables()? {
         write_generated(&file, &table)?;

@@ -810,65 +810,72 @@ fn the_english_edition_is_in_english() {
     );
 }
 
+/// What a stale generated file says: how to draw it again.
+const STALE: &str = "is stale; run `cargo run --release --example book_figures -- --quick`";
+
+/// Each (file under `book/src/generated/`, Markdown) is the committed file, byte for byte.
+fn assert_tables_committed(tables: Vec<(String, String)>) {
+    for (file, text) in tables {
+        let committed = fs::read_to_string(book_src().join("generated").join(&file));
+        assert!(
+            committed.is_ok_and(|c| c == text),
+            "book/src/generated/{file} {STALE}"
+        );
+    }
+}
+
+/// Each figure is the committed picture, byte for byte.
+fn assert_figures_committed(figures: Vec<attention_from_scratch::figures::Figure>) {
+    use attention_from_scratch::figures::committed;
+    for figure in figures {
+        let drawn = committed(&figure.file).is_ok_and(|c| c == figure.svg);
+        assert!(drawn, "book/src/img/{} {STALE}", figure.file);
+    }
+}
+
 #[test]
 fn committed_cost_tables_are_drawn_from_the_bench_record() {
     use attention_from_scratch::figures::cost::{committed_medians, tables};
     use attention_from_scratch::lang::Lang;
     let medians = committed_medians().unwrap();
     for lang in Lang::ALL {
-        for (file, text) in tables(lang, &medians) {
-            let committed = fs::read_to_string(book_src().join("generated").join(&file));
-            assert!(
-                committed.is_ok_and(|c| c == text),
-                "book/src/generated/{file} is stale; run `cargo run --release --example book_figures -- --quick`"
-            );
-        }
+        assert_tables_committed(tables(lang, &medians));
     }
 }
 
 #[test]
 fn committed_cache_table_and_chart_are_drawn_from_the_bench_record() {
     use attention_from_scratch::figures::cache::{committed_record, figures, tables};
-    use attention_from_scratch::figures::committed;
     use attention_from_scratch::lang::Lang;
     let record = committed_record().unwrap();
-    let stale = "is stale; run `cargo run --release --example book_figures -- --quick`";
     for lang in Lang::ALL {
-        for (file, text) in tables(lang, &record) {
-            let committed = fs::read_to_string(book_src().join("generated").join(&file));
-            let drawn = committed.is_ok_and(|c| c == text);
-            assert!(drawn, "book/src/generated/{file} {stale}");
-        }
+        assert_tables_committed(tables(lang, &record));
         let charts = figures(lang, &record);
         assert_eq!(charts.len(), 1, "the record draws no chart at one thread");
-        for figure in charts {
-            let drawn = committed(&figure.file).is_ok_and(|c| c == figure.svg);
-            assert!(drawn, "book/src/img/{} {stale}", figure.file);
-        }
+        assert_figures_committed(charts);
     }
 }
 
 #[test]
 fn committed_rolling_table_and_chart_are_drawn_from_their_record() {
-    use attention_from_scratch::figures::committed;
     use attention_from_scratch::figures::rolling::{self, figures, tables};
     use attention_from_scratch::lang::Lang;
     let record = rolling::committed().unwrap();
-    let stale = "is stale; run `cargo run --release --example book_figures -- --quick`";
     for lang in Lang::ALL {
-        for (file, text) in tables(lang, &record) {
-            let committed = fs::read_to_string(book_src().join("generated").join(&file));
-            assert!(
-                committed.is_ok_and(|c| c == text),
-                "book/src/generated/{file} {stale}"
-            );
-        }
+        assert_tables_committed(tables(lang, &record));
         let charts = figures(lang, &record);
         assert_eq!(charts.len(), 1, "the record draws the rolling chart");
-        for figure in charts {
-            let drawn = committed(&figure.file).is_ok_and(|c| c == figure.svg);
-            assert!(drawn, "book/src/img/{} {stale}", figure.file);
-        }
+        assert_figures_committed(charts);
+    }
+}
+
+#[test]
+fn committed_peak_table_is_drawn_from_its_record() {
+    use attention_from_scratch::figures::peak::{committed, tables};
+    use attention_from_scratch::lang::Lang;
+    let record = committed().unwrap();
+    for lang in Lang::ALL {
+        assert_tables_committed(tables(lang, &record));
     }
 }
 
