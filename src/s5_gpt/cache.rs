@@ -145,7 +145,7 @@ fn softmax_behind(tape: &mut Tape, scores: NodeId, n: usize, value: f32) -> Node
         };
         row.iter_mut().for_each(|w| *w /= sum);
     }
-    tape.input(Tensor::new(&x.shape.clone(), weights))
+    tape.input(Tensor::new(&x.shape, weights))
 }
 
 // ANCHOR: gpt_cache
