@@ -12,12 +12,13 @@ use std::time::{Duration, Instant};
 
 use super::config::{BENCH, Config, THREADS};
 use crate::s5_gpt::app::error::ToolError;
-use crate::s5_gpt::beyond::GptConfig;
+use crate::s5_gpt::backend::Op;
 use crate::s5_gpt::fast::kernels::{self, Strided};
 use crate::s5_gpt::fast::peak::{self, Peak};
 use crate::s5_gpt::fast::team;
 use crate::s5_gpt::fast::timers::{Clock, Timed};
 use crate::s5_gpt::tape::Tape;
+use crate::s5_gpt::tensor::NodeId;
 use crate::s5_gpt::train::Trainer;
 
 /// The product kernel's best speed on one thread, in GFLOP/s: the fastest of ten runs of one
@@ -55,16 +56,37 @@ const PARTS: [(&str, &[&str]); 7] = [
     ("the rest", &[]),
 ];
 
-/// Multiply-adds × 2 of one training step's matrix products: the forward pass's, and twice as many
-/// backward (each product's gradient is two products of the same size).
-pub fn flops_per_step(model: &GptConfig, batch: usize) -> u64 {
-    let (t, c, v) = (model.context_size, model.embedding_size, model.vocab_size);
-    let n = batch * t; // N = B·T rows
-    let attention = 2 * batch * t * t * c; // x·xᵀ and weights·x
-    let projections = if model.architecture.qkv { 4 } else { 1 }; // the output, and W_query, W_key, W_value
-    let linears = projections * n * c * c + 2 * n * c * 4 * c; // and feed-forward in and out
-    let forward = model.blocks * (attention + linears) + n * c * v;
-    (3 * 2 * forward) as u64
+/// Multiply-adds × 2 of one training step's matrix products, read off the graph `tape` holds
+/// (the last step's): each product the forward pass recorded, and twice as many backward (each
+/// product's gradient is two products of the same size). Counted from the graph, the figure follows
+/// every architecture: no feed-forward products in an attention-only model, narrower keys and
+/// values with grouped-query heads, latent attention's own projections. A FlashAttention node
+/// counts as the two products it stands for, over the whole T × T, as the naive graph computes them.
+pub fn graph_flops(tape: &Tape) -> u64 {
+    let multiply_adds: usize = (0..tape.len())
+        .map(|id| multiply_adds(tape, NodeId(id)))
+        .sum();
+    (3 * 2 * multiply_adds) as u64
+}
+
+/// The multiply-adds of node `id`'s forward pass, if it is a product.
+fn multiply_adds(tape: &Tape, id: NodeId) -> usize {
+    let matrices = |id| tape.value(id).matrices(); // (stacked matrices, rows, columns)
+    match tape.op(id) {
+        Op::MatMul { a, b } => {
+            let ((batch, m, k), (_, _, n)) = (matrices(*a), matrices(*b));
+            batch * m * k * n
+        }
+        Op::Linear { x, w, .. } => {
+            let (_, n_out, _) = matrices(*w); // (N_out, N_in)
+            tape.value(*x).data.len() * n_out // rows × n_in × n_out
+        }
+        Op::FlashAttention(node) => {
+            let [q, k, v] = node.qkv.map(matrices); // (B·H, T, D) each
+            q.0 * q.1 * k.1 * (q.2 + v.2) // Q·Kᵀ and weights·V
+        }
+        _ => 0,
+    }
 }
 
 /// What [`run`] measured.
@@ -322,7 +344,7 @@ pub fn run(cfg: &Config, steps: usize) -> Result<BenchReport, ToolError> {
             threads: team::threads(),
             steps,
             median: median(&mut times),
-            flops_per_step: flops_per_step(&trainer.model.config, cfg.recipe.batch_size),
+            flops_per_step: graph_flops(&trainer.tape),
             parts: PARTS
                 .iter()
                 .zip(&mut per_part)
@@ -363,7 +385,20 @@ fn split(spent: &BTreeMap<&'static str, Duration>, total: Duration) -> Vec<Durat
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::s5_gpt::beyond::Architecture;
+    use crate::rng::numpy::NumpyRandom;
+    use crate::s5_gpt::beyond::{Architecture, Gpt, GptConfig};
+
+    /// The graph `model` records for one batch of `batch` rows and its loss.
+    fn graph_of(model: GptConfig, batch: usize) -> Tape {
+        let mut tape = Tape::new();
+        let gpt = Gpt::new(&mut tape, &mut NumpyRandom::seed(42), model);
+        let ids: Vec<usize> = (0..batch * model.context_size)
+            .map(|i| i % model.vocab_size)
+            .collect();
+        let logits = gpt.forward(&mut tape, &ids, batch, None);
+        tape.cross_entropy(logits, &ids);
+        tape
+    }
 
     #[test]
     fn the_listed_products_are_every_flop_of_nanogpts_step() {
@@ -384,12 +419,33 @@ mod tests {
             .iter()
             .map(|p| p.flop() * p.per_step as f64)
             .sum();
-        assert_eq!(listed, flops_per_step(&model, 12) as f64);
+        assert_eq!(listed, graph_flops(&graph_of(model, 12)) as f64);
         let timed: Vec<_> = NANOGPT_PRODUCTS.iter().map(|&p| (p, 50.0)).collect();
         let (flop, time) = step_flops_and_time(&timed);
         assert!(
             (flop / time / 1e9 - 50.0).abs() < 1e-9,
             "every product at 50 GFLOP/s"
         );
+    }
+
+    #[test]
+    fn an_attention_only_step_counts_no_feed_forward_products() {
+        let (b, t, c, v, h) = (32, 64, 64, 65, 4);
+        let model = GptConfig {
+            vocab_size: v,
+            context_size: t,
+            embedding_size: c,
+            blocks: 2,
+            architecture: Architecture {
+                attention_only: true,
+                kv_heads: Some(2),
+                ..Architecture::everything(h, 0.0)
+            },
+        };
+        let n = b * t;
+        let projections = n * c * (c + c / 2 + c / 2 + c); // W_query, W_key, W_value (2 of 4 heads), out
+        let attention = b * h * t * t * (c / h) * 2; // Q·Kᵀ, weights·V
+        let forward = 2 * (projections + attention) + n * c * v;
+        assert_eq!(graph_flops(&graph_of(model, b)), (3 * 2 * forward) as u64);
     }
 }
