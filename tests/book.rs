@@ -870,12 +870,15 @@ fn committed_rolling_table_and_chart_are_drawn_from_their_record() {
 }
 
 #[test]
-fn committed_peak_table_is_drawn_from_its_record() {
-    use attention_from_scratch::figures::peak::{committed, tables};
+fn committed_peak_table_and_chart_are_drawn_from_their_record() {
+    use attention_from_scratch::figures::peak::{committed, figures, tables};
     use attention_from_scratch::lang::Lang;
     let record = committed().unwrap();
     for lang in Lang::ALL {
         assert_tables_committed(tables(lang, &record));
+        let charts = figures(lang, &record);
+        assert_eq!(charts.len(), 1, "the record draws the chart of shares");
+        assert_figures_committed(charts);
     }
 }
 

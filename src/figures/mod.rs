@@ -17,7 +17,7 @@
 //! | [`cache`] | stage 7's table and chart of what the KV cache saves as T grows, from a measured record |
 //! | [`heads`] | stage 8's pictures and tables: the phase change from its record, and the circuits of a trained model |
 //! | [`rolling`] | stage 7's table and chart of the rolling cache far past the context, from a measured record |
-//! | [`peak`] | Appendix B's table of the product kernel's share of the core's peak, product by product, from a measured record |
+//! | [`peak`] | Appendix B's table and chart of the product kernel's share of the core's peak, product by product, from a measured record |
 //! | [`ablation`] | the Markdown tables of the chapter "What the tutorial's model leaves out" |
 
 use ndarray::{Array2, Array3, ArrayView2, Axis};
@@ -192,6 +192,7 @@ pub fn quick_figures(lang: Lang) -> Result<Vec<Figure>, Error> {
     figures.extend(rolling::figures(lang, &rolling::committed()?));
     figures.push(weighed::chart(lang, weighed::WEIGHED));
     figures.extend(heads::figures(lang, &heads::committed()?));
+    figures.extend(peak::figures(lang, &peak::committed()?));
     Ok(figures)
 }
 
