@@ -223,7 +223,14 @@ pub fn figures(lang: Lang, peak: &Peak) -> Vec<Figure> {
         text(&mut svg, at, "end", 12, "black", &format!("{median:.0} %"));
     }
     let median = lang.pick("median", "中位数");
-    text(&mut svg, (x(100.0) + 40.0, ROWS.0 - 16.0), "end", 11, GREY, median);
+    text(
+        &mut svg,
+        (x(100.0) + 40.0, ROWS.0 - 16.0),
+        "end",
+        11,
+        GREY,
+        median,
+    );
     let key_y = bottom + 52.0;
     let key = |svg: &mut String, at: f64, colour: &str, words: &str| {
         bar(svg, (at, key_y - 10.0), (14.0, 10.0), colour);

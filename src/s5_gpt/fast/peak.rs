@@ -19,11 +19,16 @@ pub struct Peak {
 }
 
 impl Peak {
-    /// The peak as the benchmarks name it: its GFLOP/s, its vectors and threads.
+    /// The peak as the benchmarks name it: its GFLOP/s, its vectors and threads (on one thread
+    /// only once).
     pub fn line(&self) -> String {
+        let all = match self.threads {
+            1 => String::new(),
+            n => format!(", {:.1} on {n}", self.all),
+        };
         format!(
-            "this core's FMA peak ({} vectors): {:.1} GFLOP/s on 1 thread, {:.1} on {} (`s5_gpt --peak`)",
-            self.vectors, self.one, self.all, self.threads
+            "this core's FMA peak ({} vectors): {:.1} GFLOP/s on 1 thread{all} (`s5_gpt --peak`)",
+            self.vectors, self.one
         )
     }
 
@@ -142,5 +147,23 @@ mod tests {
         assert!(p.one > 0.0 && p.all > 0.0 && p.threads == 2);
         assert_eq!(p.share(p.one, 1), 1.0);
         assert!(p.share(p.one, 2) <= 1.0 && p.share(p.one, 2) >= 0.5);
+    }
+
+    #[test]
+    fn the_line_names_one_thread_once() {
+        let p = |threads| Peak {
+            vectors: "AVX2",
+            one: 90.0,
+            all: 170.0,
+            threads,
+        };
+        assert_eq!(
+            p(2).line(),
+            "this core's FMA peak (AVX2 vectors): 90.0 GFLOP/s on 1 thread, 170.0 on 2 (`s5_gpt --peak`)"
+        );
+        assert_eq!(
+            p(1).line(),
+            "this core's FMA peak (AVX2 vectors): 90.0 GFLOP/s on 1 thread (`s5_gpt --peak`)"
+        );
     }
 }
