@@ -110,6 +110,14 @@ impl BenchReport {
     pub fn gflops(&self) -> f64 {
         self.flops_per_step as f64 / self.median.as_secs_f64() / 1e9
     }
+
+    /// The same operations per second of the products' own time (the breakdown's matrix
+    /// products, timers on): how fast the kernel ran inside the step, where [`BenchReport::gflops`] also
+    /// counts the time of every other op against it.
+    pub fn products_gflops(&self) -> Option<f64> {
+        let (_, time) = self.parts.iter().find(|(part, _)| *part == PARTS[0].0)?;
+        (!time.is_zero()).then(|| self.flops_per_step as f64 / time.as_secs_f64() / 1e9)
+    }
 }
 
 impl fmt::Display for BenchReport {
@@ -133,6 +141,13 @@ impl fmt::Display for BenchReport {
         writeln!(f, "per part, median ms per step (timers on):")?;
         for (part, time) in &self.parts {
             writeln!(f, "  {:<22}{:>7.3}", part, ms(*time))?;
+        }
+        if let (Some(gflops), Some(p)) = (self.products_gflops(), &self.peak) {
+            let share = 100.0 * p.share(gflops, threads);
+            writeln!(
+                f,
+                "the products over their own time (timers on): {gflops:.1} GFLOP/s, {share:.0} % of the peak"
+            )?;
         }
         Ok(())
     }
@@ -447,5 +462,23 @@ mod tests {
         let attention = b * h * t * t * (c / h) * 2; // Q·Kᵀ, weights·V
         let forward = 2 * (projections + attention) + n * c * v;
         assert_eq!(graph_flops(&graph_of(model, b)), (3 * 2 * forward) as u64);
+    }
+
+    #[test]
+    fn the_products_own_share_divides_by_their_own_time() {
+        let report = BenchReport {
+            threads: 1,
+            steps: 1,
+            median: Duration::from_millis(4),
+            flops_per_step: 300_000_000,
+            parts: PARTS
+                .iter()
+                .map(|(name, _)| (*name, Duration::from_millis(1)))
+                .collect(),
+            peak: None,
+        };
+        assert!((report.gflops() - 75.0).abs() < 1e-9, "over the whole step");
+        let own = report.products_gflops().expect("a time for the products");
+        assert!((own - 300.0).abs() < 1e-9, "over the products' millisecond");
     }
 }
