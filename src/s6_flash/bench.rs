@@ -7,11 +7,11 @@
 //! line,
 //!
 //! ```text
-//! T=4096 path=tiled threads=1 forward_ms=… forward_gflops=… forward_peak_pct=… backward_ms=… peak_mib=… rss_mib=…
+//! T=4096 path=tiled threads=1 forward_ms=… forward_gflops=… forward_peak_pct=… backward_ms=… backward_gflops=… backward_peak_pct=… peak_mib=… rss_mib=…
 //! ```
 //!
-//! after a comment line with the core's FMA peak ([`fast::peak`]), which `forward_peak_pct`
-//! divides by.
+//! after a comment line with the core's FMA peak ([`fast::peak`]), which `forward_peak_pct` and
+//! `backward_peak_pct` divide by.
 //!
 //! `peak_mib` is what the form holds beyond Q, K, V, the output and their gradients, counted from
 //! the tape (every other node's value and gradient, the log-sum-exp the tiled node keeps) plus the
@@ -134,6 +134,11 @@ pub struct Measure {
     /// where it was measured (`s5_gpt --peak`).
     pub forward_gflops: f64,
     pub forward_peak_share: Option<f64>,
+    /// The backward pass's useful products, its four gradients' (dV, dP, dQ, dK: twice the forward
+    /// pass's flops; the tiled node's recomputed scores not counted), per second, and their share of
+    /// the peak; `None` with `--forward-only`.
+    pub backward_gflops: Option<f64>,
+    pub backward_peak_share: Option<f64>,
 }
 
 impl fmt::Display for Measure {
@@ -147,6 +152,12 @@ impl fmt::Display for Measure {
         }
         if let Some(ms) = self.backward_ms {
             write!(f, " backward_ms={ms:.1}")?;
+        }
+        if let Some(gflops) = self.backward_gflops {
+            write!(f, " backward_gflops={gflops:.1}")?;
+        }
+        if let Some(share) = self.backward_peak_share {
+            write!(f, " backward_peak_pct={:.1}", 100.0 * share)?;
         }
         write!(f, " peak_mib={:.2}", self.peak_mib)?;
         if let Some(rss) = self.rss_mib {
@@ -308,6 +319,9 @@ pub fn run(
                 writeln!(progress, "timing T={t} path={} …", form.name())?;
                 let mut measure = measure(args, t, form, threads);
                 measure.forward_peak_share = peak.map(|p| p.share(measure.forward_gflops, threads));
+                measure.backward_peak_share = peak
+                    .zip(measure.backward_gflops)
+                    .map(|(p, gflops)| p.share(gflops, threads));
                 writeln!(out, "{measure}")?;
             }
         }
@@ -365,15 +379,19 @@ fn measure(args: &BenchArgs, t: usize, form: AttentionForm, threads: usize) -> M
         ))
     });
     let forward_ms = median(&mut forward);
+    let backward_ms = (!args.forward_only).then(|| median(&mut backward));
     let flops = 2.0 * (args.heads * d) as f64 * (t * (t + 1)) as f64;
+    let gflops = |flops: f64, ms: f64| flops / (ms * 1e-3) / 1e9;
     Measure {
         t,
         form,
         threads,
         forward_ms,
-        forward_gflops: flops / (forward_ms * 1e-3) / 1e9,
+        forward_gflops: gflops(flops, forward_ms),
         forward_peak_share: None,
-        backward_ms: (!args.forward_only).then(|| median(&mut backward)),
+        backward_ms,
+        backward_gflops: backward_ms.map(|ms| gflops(2.0 * flops, ms)),
+        backward_peak_share: None,
         peak_mib: mib(peak),
         rss_mib,
     }
@@ -540,6 +558,7 @@ mod tests {
         for (line, form) in lines.iter().zip(["naive", "tiled", "exact"]) {
             assert!(line.starts_with(&format!("T=8 path={form} threads=1 forward_ms=")));
             assert!(line.contains(" forward_gflops="), "{line}");
+            assert!(line.contains(" backward_gflops="), "{line}");
             assert!(line.contains(" backward_ms=") && line.contains(" peak_mib="));
         }
         let kt = 2 * 2 * 8 * 4 * F32; // Kᵀ (1, 2, 4, 8) and its gradient
