@@ -439,13 +439,19 @@ fn held_bytes(tape: &Tape, output: NodeId) -> usize {
 pub const MODULE_SHAPES: (usize, usize, usize, usize) = (8, 1024, 768, 12);
 
 /// `--modules`: stage 4's layer on the tape, forward only, at [`MODULE_SHAPES`], one line per form:
-/// `module=multihead path=naive threads=1 forward_ms=…`.
+/// `module=multihead path=naive threads=1 forward_ms=… forward_gflops=… forward_peak_pct=…`, after
+/// the core's FMA peak.
 fn run_modules(
     args: &BenchArgs,
     out: &mut impl std::io::Write,
     progress: &mut impl std::io::Write,
 ) -> Result<(), BenchError> {
     let (b, t, c, heads) = MODULE_SHAPES;
+    let threads = team::with_team(args.threads, team::threads)?;
+    let peak = fast::peak::measure(threads);
+    if let Some(p) = &peak {
+        writeln!(out, "# {}", p.line())?;
+    }
     team::with_team(args.threads, || -> Result<(), BenchError> {
         let threads = team::threads();
         for &form in args.forms() {
@@ -471,13 +477,32 @@ fn run_modules(
             }
             let ms = median(&mut times);
             let name = form.name();
-            writeln!(
+            let gflops = module_flops() / (ms * 1e-3) / 1e9;
+            write!(
                 out,
-                "module=multihead path={name} threads={threads} forward_ms={ms:.1}"
+                "module=multihead path={name} threads={threads} forward_ms={ms:.1} forward_gflops={gflops:.1}"
             )?;
+            if let Some(p) = &peak {
+                write!(
+                    out,
+                    " forward_peak_pct={:.1}",
+                    100.0 * p.share(gflops, threads)
+                )?;
+            }
+            writeln!(out)?;
         }
         Ok(())
     })?
+}
+
+/// The useful products of stage 4's layer at [`MODULE_SHAPES`], as the lines of lengths count
+/// them: its four projections, (B·T, C) × (C, C) each, and the attention's two over the causal
+/// half, 2·C·T(T + 1) flops per sequence, whichever form computes them.
+fn module_flops() -> f64 {
+    let (b, t, c, _) = MODULE_SHAPES;
+    let projections = 4 * b * t * c * c;
+    let attention = b * c * t * (t + 1);
+    2.0 * (projections + attention) as f64
 }
 
 /// The median of `times`.
