@@ -3,7 +3,8 @@
 //! Times training steps of three models, the tutorial's, nanoGPT's CPU configuration of the same
 //! task and one between, on one thread and on two, with the code of `s5_gpt --bench`. It prints a
 //! Markdown table: the median time per step, the GFLOP/s of the matrix products, and their share
-//! of the machine's limit. The limit is a product kernel whose speed nobody disputes, measured on
+//! of the machine's limit and of the core's FMA peak (`s5_gpt --peak`'s measure, taken after each
+//! model's steps). The limit is a product kernel whose speed nobody disputes, measured on
 //! the same machine in the same run: PyTorch's `torch.mm` on one 1024 × 1024 × 1024 product on one
 //! thread (times the threads), which `--torch-bench SCRIPT` runs (a `torch_gpt_bench.py` with
 //! `--matmul-limit`, under `--python`) before the crate's runs and after them. Without PyTorch the
@@ -178,8 +179,8 @@ fn table(
     pytorch: &[(String, usize, f64)],
 ) -> String {
     let mut out = String::from(lang.pick(
-        "| model | flags | MFLOP of products per step | threads | ms per step | GFLOP/s | share of the limit |",
-        "| 模型 | 参数 | 每步矩阵乘法的 MFLOP | 线程数 | 每步毫秒数 | GFLOP/s | 占上限的比例 |",
+        "| model | flags | MFLOP of products per step | threads | ms per step | GFLOP/s | share of the limit | share of the FMA peak |",
+        "| 模型 | 参数 | 每步矩阵乘法的 MFLOP | 线程数 | 每步毫秒数 | GFLOP/s | 占上限的比例 | 占 FMA 峰值的比例 |",
     ));
     if !pytorch.is_empty() {
         out += lang.pick(
@@ -187,7 +188,7 @@ fn table(
             " PyTorch 每步毫秒数 | PyTorch 的用时 ÷ 本 crate 的用时 |",
         );
     }
-    out += "\n|---|---|---:|---:|---:|---:|---:|";
+    out += "\n|---|---|---:|---:|---:|---:|---:|---:|";
     if !pytorch.is_empty() {
         out += "---:|---:|";
     }
@@ -201,8 +202,12 @@ fn table(
             }
             None => "–".into(),
         };
+        let peak_share = match &report.peak {
+            Some(p) => format!("{:.0} %", 100.0 * p.share(report.gflops(), report.threads)),
+            None => "–".into(),
+        };
         out += &format!(
-            "| {} | {} | {:.1} | {} | {ms:.2} | {:.1} | {share} |",
+            "| {} | {} | {:.1} | {} | {ms:.2} | {:.1} | {share} | {peak_share} |",
             lang.pick(model.name, model.name_zh),
             match model.flags {
                 "(none)" => lang.pick("(none)", "（无）"),
@@ -223,7 +228,18 @@ fn table(
         }
         out += "\n";
     }
-    out + &limit_note(lang, limit, own)
+    out + &limit_note(lang, limit, own) + peak_note(lang)
+}
+
+/// The sentence on the last column: what the FMA peak is.
+fn peak_note(lang: Lang) -> &'static str {
+    lang.pick(
+        "\nThe FMA peak: this core's own limit, independent chains of fused multiply-adds in its \
+         widest vectors, measured after each row's steps (`s5_gpt --peak`; one thread's peak times \
+         the threads, at most what all of them reached together).\n",
+        "\nFMA 峰值：这颗核心自己的上限，即在它最宽的向量中独立的融合乘加链，在每一行的训练步之后测量\
+         （`s5_gpt --peak`；单线程峰值乘以线程数，但不超过所有线程一起达到的值）。\n",
+    )
 }
 
 /// The sentence under the table: what the limit is and where it came from, or that there is none.
