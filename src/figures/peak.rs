@@ -23,7 +23,7 @@ pub const STEP: &str = "all of a step's products";
 /// machine its header names (Appendix B shows the record whole beneath the table).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Peak {
-    /// The `# Machine:` comment's words and the `# CPU family …` comment, as written.
+    /// The `# Machine:` comment's words, and the `# CPU family …` comment's family and model.
     pub machine: Vec<String>,
     /// The products in the record's order, each with its shape and count (empty for [`CUBE`] and
     /// [`STEP`]) and its shares.
