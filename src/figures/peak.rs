@@ -330,6 +330,18 @@ mod tests {
         assert!(peak.shares.iter().all(|(_, _, s)| s.len() == runs));
         assert_eq!(peak.shares[0].0, CUBE);
         assert_eq!(peak.shares[19].0, STEP);
+        let second_measure = "  (the higher of two measures, before the products and after \
+                              them: 56.4 and 92.0 on 1 thread)\n";
+        let with_it = RECORD.replacen(
+            "the product kernel, ",
+            &format!("{second_measure}the product kernel, "),
+            1,
+        );
+        assert_eq!(
+            parse(&with_it).unwrap(),
+            peak,
+            "the second measure's line is no product"
+        );
         let (name, shape, _) = &peak.shares[1];
         assert_eq!(
             (&name[..], &shape[..]),

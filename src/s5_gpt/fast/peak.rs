@@ -32,6 +32,17 @@ impl Peak {
         )
     }
 
+    /// The higher of two measures of the same core (each thread count's own): a shared machine's
+    /// clock moves between measures, and a kernel timed between them reached at most what the core
+    /// reached then.
+    pub fn higher(self, other: Peak) -> Peak {
+        Peak {
+            one: self.one.max(other.one),
+            all: self.all.max(other.all),
+            ..self
+        }
+    }
+
     /// `gflops` as a share of the peak on `threads` threads (one thread's peak times their number,
     /// at most the all-thread peak).
     pub fn share(&self, gflops: f64, threads: usize) -> f64 {
@@ -160,6 +171,15 @@ mod tests {
         assert_eq!(
             p(2).line(),
             "this core's FMA peak (AVX2 vectors): 90.0 GFLOP/s on 1 thread, 170.0 on 2 (`s5_gpt --peak`)"
+        );
+        let slower = Peak {
+            one: 80.0,
+            all: 175.0,
+            ..p(2)
+        };
+        assert_eq!(
+            (p(2).higher(slower).one, p(2).higher(slower).all),
+            (90.0, 175.0)
         );
         assert_eq!(
             p(1).line(),
