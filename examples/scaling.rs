@@ -3,11 +3,12 @@
 //! Times training steps of three models, the tutorial's, nanoGPT's CPU configuration of the same
 //! task and one between, on one thread and on two, with the code of `s5_gpt --bench`. It prints a
 //! Markdown table: the median time per step, the GFLOP/s of the matrix products, and their share
-//! of the machine's limit and of the core's FMA peak (`s5_gpt --peak`'s measure, taken after each
-//! model's steps). The limit is a product kernel whose speed nobody disputes, measured on
-//! the same machine in the same run: PyTorch's `torch.mm` on one 1024 × 1024 × 1024 product on one
-//! thread (times the threads), which `--torch-bench SCRIPT` runs (a `torch_gpt_bench.py` with
-//! `--matmul-limit`, under `--python`) before the crate's runs and after them. Without PyTorch the
+//! of the machine's limit and of the core's FMA peak (`s5_gpt --peak`'s measure, the higher of one
+//! before each row's steps and one after them). The limit is a product kernel whose speed nobody
+//! disputes, measured on the same machine in the same run: PyTorch's `torch.mm` on one 1024 × 1024
+//! × 1024 product on one thread (times the threads), which `--torch-bench SCRIPT` runs (a
+//! `torch_gpt_bench.py` with `--matmul-limit`, under `--python`) before the crate's runs and after
+//! them. Without PyTorch the
 //! table says there is no limit, rather than measuring the crate against itself. Given
 //! `--pytorch FILE`, a CSV of PyTorch's times for the same models (see
 //! `book/src/generated/scaling_pytorch.csv`), it adds those and the ratio. `--write` puts the
@@ -235,10 +236,12 @@ fn table(
 fn peak_note(lang: Lang) -> &'static str {
     lang.pick(
         "\nThe FMA peak: this core's own limit, independent chains of fused multiply-adds in its \
-         widest vectors, measured after each row's steps (`s5_gpt --peak`; one thread's peak times \
-         the threads, at most what all of them reached together).\n",
-        "\nFMA 峰值：这颗核心自己的上限，即在它最宽的向量中独立的融合乘加链，在每一行的训练步之后测量\
-         （`s5_gpt --peak`；单线程峰值乘以线程数，但不超过所有线程一起达到的值）。\n",
+         widest vectors, the higher of a measure before each row's steps and one after them \
+         (`s5_gpt --peak`; one thread's peak times the threads, at most what all of them reached \
+         together).\n",
+        "\nFMA 峰值：这颗核心自己的上限，即在它最宽的向量中独立的融合乘加链，取每一行训练步之前和\
+         之后两次测量中较高的那个（`s5_gpt --peak`；单线程峰值乘以线程数，但不超过所有线程一起\
+         达到的值）。\n",
     )
 }
 

@@ -61,7 +61,8 @@ const PARTS: [(&str, &[&str]); 7] = [
 /// product's gradient is two products of the same size). Counted from the graph, the figure follows
 /// every architecture: no feed-forward products in an attention-only model, narrower keys and
 /// values with grouped-query heads, latent attention's own projections. A FlashAttention node
-/// counts as the two products it stands for, over the whole T × T, as the naive graph computes them.
+/// counts as the two products it stands for, over the whole T × T, as the naive graph computes
+/// them.
 pub fn graph_flops(tape: &Tape) -> u64 {
     let multiply_adds: usize = (0..tape.len())
         .map(|id| multiply_adds(tape, NodeId(id)))
@@ -101,7 +102,8 @@ pub struct BenchReport {
     /// Each part's median time per step, timers on, in the order of the breakdown (products,
     /// softmax, heads and LayerNorm, GELU, loss, optimiser, the rest).
     pub parts: Vec<(&'static str, Duration)>,
-    /// The core's FMA peak, measured after the steps (none where it cannot be).
+    /// The core's FMA peak, the higher of a measure before the steps and one after them (none where
+    /// it cannot be measured).
     pub peak: Option<Peak>,
 }
 
@@ -112,8 +114,8 @@ impl BenchReport {
     }
 
     /// The same operations per second of the products' own time (the breakdown's matrix
-    /// products, timers on): how fast the kernel ran inside the step, where [`BenchReport::gflops`] also
-    /// counts the time of every other op against it.
+    /// products, timers on): how fast the kernel ran inside the step, where
+    /// [`BenchReport::gflops`] also counts the time of every other op against it.
     pub fn products_gflops(&self) -> Option<f64> {
         let (_, time) = self.parts.iter().find(|(part, _)| *part == PARTS[0].0)?;
         (!time.is_zero()).then(|| self.flops_per_step as f64 / time.as_secs_f64() / 1e9)
@@ -347,6 +349,9 @@ pub fn run(cfg: &Config, steps: usize) -> Result<BenchReport, ToolError> {
         max_steps: None,
         ..cfg.clone()
     };
+    // Before the team starts and after it is gone, so that its helpers take no core from the
+    // chains; the shares divide by the higher of the two measures (`Peak::higher`).
+    let before = peak::measure(cfg.with_threads(|| Ok(team::threads()))?);
     let mut report = cfg.with_threads(|| {
         let mut trainer = cfg.trainer()?;
         time_steps(&mut trainer, WARMUP, drop)?;
@@ -377,8 +382,11 @@ pub fn run(cfg: &Config, steps: usize) -> Result<BenchReport, ToolError> {
             peak: None,
         })
     })?;
-    // After the team is gone, so that its helpers take no core from the chains.
-    report.peak = peak::measure(report.threads);
+    let after = peak::measure(report.threads);
+    report.peak = match (before, after) {
+        (Some(before), Some(after)) => Some(before.higher(after)),
+        (one, other) => one.or(other),
+    };
     Ok(report)
 }
 
