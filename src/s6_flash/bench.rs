@@ -381,7 +381,6 @@ fn measure(args: &BenchArgs, t: usize, form: AttentionForm, threads: usize) -> M
     let forward_ms = median(&mut forward);
     let backward_ms = (!args.forward_only).then(|| median(&mut backward));
     let flops = 2.0 * (args.heads * d) as f64 * (t * (t + 1)) as f64;
-    let gflops = |flops: f64, ms: f64| flops / (ms * 1e-3) / 1e9;
     Measure {
         t,
         form,
@@ -477,7 +476,7 @@ fn run_modules(
             }
             let ms = median(&mut times);
             let name = form.name();
-            let gflops = module_flops() / (ms * 1e-3) / 1e9;
+            let gflops = gflops(module_flops(), ms);
             write!(
                 out,
                 "module=multihead path={name} threads={threads} forward_ms={ms:.1} forward_gflops={gflops:.1}"
@@ -503,6 +502,11 @@ fn module_flops() -> f64 {
     let projections = 4 * b * t * c * c;
     let attention = b * c * t * (t + 1);
     2.0 * (projections + attention) as f64
+}
+
+/// `flops` done in `ms` milliseconds, in GFLOP/s.
+fn gflops(flops: f64, ms: f64) -> f64 {
+    flops / (ms * 1e-3) / 1e9
 }
 
 /// The median of `times`.
