@@ -832,13 +832,8 @@ fn expf_signed(x: f32, sign: i32) -> f32 {
     let hx = x.to_bits() & 0x7fff_ffff;
     let half = if sign == 0 { 0.5 } else { -0.5 };
     let k = if hx > 0x3f85_1592 {
-        // |x| > 1.5 ln 2. `as i32` would check each lane for NaN and overflow one at a time; the
-        // clamp makes every value safe to convert in lanes, and changes none where `expf` covers x
-        // (there |t| < 127). `f32::clamp` would keep a NaN; `max` turns it into −256.
-        #[allow(clippy::manual_clamp)]
-        let t = (std::f32::consts::LOG2_E * x + half).max(-256.0).min(256.0);
-        // SAFETY: `t` is finite and within i32's range: the clamp turns NaN into −256.
-        unsafe { t.to_int_unchecked::<i32>() }
+        // |x| > 1.5 ln 2.
+        lanes_to_int(std::f32::consts::LOG2_E * x + half)
     } else if hx > 0x3eb1_7218 {
         1 - sign - sign // 0.5 ln 2 < |x| ≤ 1.5 ln 2
     } else {
@@ -854,6 +849,27 @@ fn expf_signed(x: f32, sign: i32) -> f32 {
     let y = 1.0 + (r * c / (2.0 - c) - lo + hi);
     let two_k = f32::from_bits((0x7f_i32.wrapping_add(k) as u32) << 23); // 2ᵏ where covered
     if hx > EXPF_TINY { y * two_k } else { 1.0 + x }
+}
+
+/// `t` rounded toward zero to an `i32`, in vector lanes, for [`expf_signed`]: the same integer
+/// wherever `expf` covers x (there |t| < 127), and some integer elsewhere (never read).
+#[inline(always)]
+fn lanes_to_int(t: f32) -> i32 {
+    // WebAssembly converts four lanes with saturation in one instruction (`as`), and has no
+    // `f32::max` (its own rule for NaN differs): there a clamp would call `fmaxf` lane by lane and
+    // keep softmax's loop one lane at a time.
+    #[cfg(target_arch = "wasm32")]
+    return t as i32;
+    // x86 has no saturating conversion: `as i32` would check each lane for NaN and overflow. The
+    // clamp makes every value safe to convert in lanes (`f32::clamp` would keep a NaN; `max` turns
+    // it into −256).
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        #[allow(clippy::manual_clamp)]
+        let t = t.max(-256.0).min(256.0);
+        // SAFETY: `t` is finite and within i32's range: the clamp turns NaN into −256.
+        unsafe { t.to_int_unchecked::<i32>() }
+    }
 }
 
 #[cfg(test)]
