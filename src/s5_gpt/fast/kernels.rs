@@ -855,9 +855,9 @@ fn expf_signed(x: f32, sign: i32) -> f32 {
 /// wherever `expf` covers x (there |t| < 127), and some integer elsewhere (never read).
 #[inline(always)]
 fn lanes_to_int(t: f32) -> i32 {
-    // WebAssembly converts four lanes with saturation in one instruction (`as`), and has no
-    // `f32::max` (its own rule for NaN differs): there a clamp would call `fmaxf` lane by lane and
-    // keep softmax's loop one lane at a time.
+    // WebAssembly converts four lanes with saturation in one instruction (`as`). There the clamp
+    // below is a call to `fmaxf` per lane (no instruction has `f32::max`'s rule for NaN), and even
+    // with comparisons in its place the unchecked conversion kept softmax's loop one lane at a time.
     #[cfg(target_arch = "wasm32")]
     return t as i32;
     // x86 has no saturating conversion: `as i32` would check each lane for NaN and overflow. The

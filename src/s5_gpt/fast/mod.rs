@@ -245,7 +245,7 @@ fn exp_is_zero(d: f32) -> bool {
 /// time. A maximum does not depend on the order it is taken in: only the sign of a zero maximum
 /// could, and `v − max` is then the same for every `v` except ±0, whose exponential is 1 either way.
 /// A comparison, not `f32::max`, keeps the larger: the same value (a NaN is passed over either
-/// way), one instruction per vector on x86, and no call to `fmaxf` per value in WebAssembly.
+/// way), and no call to `fmaxf` per value in WebAssembly.
 #[inline(always)]
 fn row_max(x: &[f32]) -> f32 {
     let larger = |m: f32, v: f32| if v > m { v } else { m };
