@@ -1137,11 +1137,14 @@ async function main() {
             if (only.length && !only.includes(name)) {
                 continue;
             }
+            const start = performance.now();
             try {
                 await group();
             } catch (e) {
                 check(false, `the group "${name}" stopped`, e && e.stack ? e.stack : String(e));
             }
+            // Where a long run spends its time, for whoever makes it shorter.
+            console.log(`  (the group "${name}" took ${((performance.now() - start) / 1000).toFixed(1)} s)`);
         }
         // The workers' own requests (the wasm, the corpus, the checkpoint) are among those recorded.
         const seen = ["play/pkg/attention_play_bg.wasm", "play/data/tinyshakespeare.txt",
