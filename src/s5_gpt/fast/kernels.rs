@@ -85,6 +85,8 @@ impl<'a> Strided<'a> {
 thread_local! {
     /// The calling thread's panel of B, kept from product to product so none allocates.
     static PACKED_B: Cell<Vec<f32>> = const { Cell::new(Vec::new()) };
+    /// The calling thread's rows of A, packed tile by tile for a piece of many panels.
+    static PACKED_A: Cell<Vec<f32>> = const { Cell::new(Vec::new()) };
 }
 
 /// Runs `f` with this thread's buffer from `slot`. The buffer is taken out for the call, so a call
@@ -344,12 +346,16 @@ impl Product<'_> {
         panels: Range<usize>,
         packed: &mut Vec<f32>,
     ) {
-        for band in row_bands(rows, K::MR, K::NR) {
-            self.band::<K>(out, band, panels.clone(), packed);
-        }
+        with_buffer(&PACKED_A, |packed_a| {
+            for band in row_bands(rows, K::MR, K::NR) {
+                self.band::<K>(out, band, panels.clone(), packed, packed_a);
+            }
+        })
     }
 
-    /// One band of rows of [`Product::blocks`].
+    /// One band of rows of [`Product::blocks`]: for each block of k, its rows of A packed once
+    /// where that helps ([`packs_a`]), then each panel of B packed and walked by every tile of the
+    /// band.
     #[inline(always)]
     fn band<K: Kernel>(
         &self,
@@ -357,18 +363,32 @@ impl Product<'_> {
         rows: Range<usize>,
         panels: Range<usize>,
         packed: &mut Vec<f32>,
+        packed_a: &mut Vec<f32>,
     ) {
         let (k, n) = (self.k, self.n);
         let kc = k_block(k, rows.len(), K::NR);
+        let pack_a = packs_a(self.a, panels.len());
         let mut p0 = 0;
         loop {
             let block = p0..k.min(p0 + kc);
+            if pack_a {
+                pack_rows(packed_a, self.a, rows.clone(), block.clone(), K::MR);
+            }
             for panel in panels.clone() {
                 let (j0, width) = (panel * K::NR, K::NR.min(n - panel * K::NR));
                 K::pack(packed, self.b, block.clone(), j0, width);
                 let mut i0 = rows.start;
                 while i0 < rows.end {
                     let r = tile_rows(rows.end - i0, K::MR);
+                    let a = match pack_a {
+                        // Tile by tile: r values a term, from the tile's first row on.
+                        true => Strided {
+                            data: &packed_a[(i0 - rows.start) * block.len()..],
+                            row_stride: 1,
+                            col_stride: r,
+                        },
+                        false => self.a.offset(i0, block.start),
+                    };
                     let block = block.clone();
                     let at = At {
                         i0,
@@ -376,6 +396,7 @@ impl Product<'_> {
                         width,
                         block,
                         k,
+                        a,
                     };
                     K::tile(self, out, at, r, packed);
                     i0 += r;
@@ -399,6 +420,7 @@ impl Product<'_> {
             width,
             block,
             k,
+            a,
         } = at;
         let mut acc = [[0.0f32; NR]; R];
         if block.start > 0 {
@@ -408,7 +430,7 @@ impl Product<'_> {
                 acc_r[..width].copy_from_slice(c_r);
             }
         }
-        let a = TileRows::<R>::new(self.a.offset(i0, block.start), block.len());
+        let a = TileRows::<R>::new(a, block.len());
         let acc = multiply_add_terms(acc, a, panel);
         let bias = self.bias.filter(|_| block.end == k);
         for (r, acc_r) in acc.iter().enumerate() {
@@ -521,7 +543,7 @@ impl Product<'_> {
     /// element lies before it), C's rectangle, the panel's `nr` values per term and the bias.
     #[inline(always)]
     fn tile_args(&self, out: Out, at: At, rows: usize, panel: &[f32], nr: usize) -> TileArgs {
-        let a = self.a.offset(at.i0, at.block.start);
+        let a = at.a;
         let k = at.block.len();
         if k > 0 {
             let last = (rows - 1) * a.row_stride + (k - 1) * a.col_stride;
@@ -551,13 +573,77 @@ impl Product<'_> {
 }
 
 /// Where a tile lies: rows from `i0`, columns `j0..j0 + width`, and the block of k it adds, out of
-/// `k`.
-struct At {
+/// `k`; and where its rows of A are read, from a[i0][block.start] on.
+struct At<'a> {
     i0: usize,
     j0: usize,
     width: usize,
     block: Range<usize>,
     k: usize,
+    /// A itself, or the band's packed rows ([`pack_rows`]).
+    a: Strided<'a>,
+}
+
+/// Panels from which a piece may pack its rows of A ([`packs_a`]): the copy is paid once per
+/// block of k for this many panels or more.
+const PACK_A_PANELS: usize = 8;
+
+/// Whether a piece of `panels` panels packs its rows of A ([`pack_rows`]) rather than reading them
+/// in place: when A is read transposed (a weight's gradient gᵀ·x), where each term of a tile lies a
+/// whole column of A from the last, or when A's rows lie a multiple of 4 KB apart, so that a
+/// tile's rows fall into the same set of the L1 cache. Packed, a tile reads one run. Elsewhere the
+/// copy only adds work (nanoGPT's row-major products were no faster with it, Zen 3).
+fn packs_a(a: Strided, panels: usize) -> bool {
+    panels >= PACK_A_PANELS && (a.row_stride == 1 || a.row_stride.is_multiple_of(1024))
+}
+
+/// Rows `rows` × terms `block` of A, tile by tile as [`tile_rows`] cuts them: the tile of r rows
+/// from i0 holds `a[i0..i0 + r][p]` for each p in order, from `(i0 − rows.start) · block.len()`.
+/// A copy: no value changes.
+#[inline(always)]
+fn pack_rows(
+    packed: &mut Vec<f32>,
+    a: Strided,
+    rows: Range<usize>,
+    block: Range<usize>,
+    mr: usize,
+) {
+    let len = block.len();
+    // Every value is written below, so the buffer is only resized, never cleared first.
+    packed.resize(rows.len() * len, 0.0);
+    let mut rest = &mut packed[..];
+    let mut i0 = rows.start;
+    while i0 < rows.end {
+        let r = tile_rows(rows.end - i0, mr);
+        let (tile, next) = rest.split_at_mut(r * len);
+        let a = a.offset(i0, block.start);
+        with_rows!(r, [1 2 3 4 5 6 7 8 9 10 11 12], R => pack_tile::<R>(tile, a, len));
+        rest = next;
+        i0 += r;
+    }
+}
+
+/// One tile's R rows of A over `len` terms into `tile`, R values a term.
+#[inline(always)]
+fn pack_tile<const R: usize>(tile: &mut [f32], a: Strided, len: usize) {
+    let terms = tile.chunks_exact_mut(R);
+    if a.row_stride == 1 {
+        // A transpose: a term's R values lie side by side.
+        for (p, out) in terms.enumerate() {
+            out.copy_from_slice(&a.data[p * a.col_stride..][..R]);
+        }
+    } else {
+        assert_eq!(
+            a.col_stride, 1,
+            "matmul: A must be row-major or a transpose"
+        );
+        let rows: [&[f32]; R] = std::array::from_fn(|r| &a.data[r * a.row_stride..][..len]);
+        for (p, out) in terms.enumerate() {
+            for (value, row) in out.iter_mut().zip(&rows) {
+                *value = row[p];
+            }
+        }
+    }
 }
 
 /// Rows of the next tile when `left` rows remain, for tiles of at most `mr` rows: the rows are
@@ -680,8 +766,9 @@ fn squares(runs: usize, len: usize) -> (usize, usize) {
     }
 }
 
-/// The R rows of A that one tile multiplies, read in place through A's strides. (Copying them into
-/// a packed block first cost as much as the arithmetic in the GPT's narrow products.)
+/// The R rows of A that one tile multiplies, read through strides: A's own, or its packed rows'
+/// ([`pack_rows`], where [`packs_a`]; in the GPT's narrow products the copy cost as much as the
+/// arithmetic).
 #[derive(Clone, Copy)]
 struct TileRows<'a, const R: usize> {
     a: Strided<'a>,
@@ -924,6 +1011,7 @@ mod tests {
             (12, 257, 32),
             (768, 128, 512),
             (1700, 300, 40), // several bands of rows (`row_bands`), the last one short
+            (770, 1024, 260), // packed rows of A (`pack_rows`), in bands and blocks of k
         ] {
             let (a, b, bias) = (values(m * k, 1), values(k * n, 2), values(n, 3));
             let mut want = vec![0.0; m * n];
