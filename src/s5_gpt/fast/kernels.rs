@@ -377,9 +377,7 @@ impl Product<'_> {
             for panel in panels.clone() {
                 let (j0, width) = (panel * K::NR, K::NR.min(n - panel * K::NR));
                 K::pack(packed, self.b, block.clone(), j0, width);
-                let mut i0 = rows.start;
-                while i0 < rows.end {
-                    let r = tile_rows(rows.end - i0, K::MR);
+                for (i0, r) in tiles_of(rows.clone(), K::MR) {
                     let a = match pack_a {
                         // Tile by tile: r values a term, from the tile's first row on.
                         true => Strided {
@@ -399,7 +397,6 @@ impl Product<'_> {
                         a,
                     };
                     K::tile(self, out, at, r, packed);
-                    i0 += r;
                 }
             }
             p0 = block.end;
@@ -597,7 +594,7 @@ fn packs_a(a: Strided, panels: usize) -> bool {
     panels >= PACK_A_PANELS && (a.row_stride == 1 || a.row_stride.is_multiple_of(1024))
 }
 
-/// Rows `rows` × terms `block` of A, tile by tile as [`tile_rows`] cuts them: the tile of r rows
+/// Rows `rows` × terms `block` of A, tile by tile as [`tiles_of`] cuts them: the tile of r rows
 /// from i0 holds `a[i0..i0 + r][p]` for each p in order, from `(i0 − rows.start) · block.len()`.
 /// A copy: no value changes.
 #[inline(always)]
@@ -611,15 +608,10 @@ fn pack_rows(
     let len = block.len();
     // Every value is written below, so the buffer is only resized, never cleared first.
     packed.resize(rows.len() * len, 0.0);
-    let mut rest = &mut packed[..];
-    let mut i0 = rows.start;
-    while i0 < rows.end {
-        let r = tile_rows(rows.end - i0, mr);
-        let (tile, next) = rest.split_at_mut(r * len);
+    for (i0, r) in tiles_of(rows.clone(), mr) {
+        let tile = &mut packed[(i0 - rows.start) * len..][..r * len];
         let a = a.offset(i0, block.start);
         with_rows!(r, [1 2 3 4 5 6 7 8 9 10 11 12], R => pack_tile::<R>(tile, a, len));
-        rest = next;
-        i0 += r;
     }
 }
 
@@ -633,17 +625,23 @@ fn pack_tile<const R: usize>(tile: &mut [f32], a: Strided, len: usize) {
             out.copy_from_slice(&a.data[p * a.col_stride..][..R]);
         }
     } else {
-        assert_eq!(
-            a.col_stride, 1,
-            "matmul: A must be row-major or a transpose"
-        );
-        let rows: [&[f32]; R] = std::array::from_fn(|r| &a.data[r * a.row_stride..][..len]);
-        for (p, out) in terms.enumerate() {
-            for (value, row) in out.iter_mut().zip(&rows) {
-                *value = row[p];
-            }
-        }
+        // Row-major: the R rows are runs of `len` values, written across.
+        transposed_copy(tile, R, a.data, a.row_stride, (R, len));
     }
+}
+
+/// The tiles of `rows`, as (first row, rows) in order, each cut by [`tile_rows`]: the one cut that
+/// both the tiles and the packing of A ([`pack_rows`]) follow.
+fn tiles_of(rows: Range<usize>, mr: usize) -> impl Iterator<Item = (usize, usize)> {
+    let mut i0 = rows.start;
+    std::iter::from_fn(move || {
+        if i0 >= rows.end {
+            return None;
+        }
+        let r = tile_rows(rows.end - i0, mr);
+        i0 += r;
+        Some((i0 - r, r))
+    })
 }
 
 /// Rows of the next tile when `left` rows remain, for tiles of at most `mr` rows: the rows are
