@@ -12,7 +12,7 @@ use attention_from_scratch::s5_gpt::app::args::Cli;
 use attention_from_scratch::s5_gpt::backend::{Backend, Lesson};
 use attention_from_scratch::s5_gpt::beyond::Architecture;
 use attention_from_scratch::s5_gpt::fast::kernels::{self, AVX2_VAR, Lanes, PORTABLE_VAR};
-use attention_from_scratch::s5_gpt::fast::tiles::{self, PANEL_VAR, TILE_VAR, Tile};
+use attention_from_scratch::s5_gpt::fast::tiles::{self, A_BLOCK_VAR, PANEL_VAR, TILE_VAR, Tile};
 use attention_from_scratch::s5_gpt::fast::{Fast, team};
 use attention_from_scratch::s5_gpt::ops::MASK_VALUE;
 use attention_from_scratch::s5_gpt::optim::AdamW;
@@ -442,7 +442,7 @@ const TILE_CHILD: &str = "S5_LAYERS_TILE_CHILD";
 /// that run AVX-512 as halves, AVX2's and the plain one), forced in a child process with
 /// [`TILE_VAR`]: every op at the tutorial's and nanoGPT's shapes and at odd ones agrees with the
 /// lesson, on 1 and 2 threads, and training gives this process's bits; and so does this core's tile
-/// with panels of B of another size ([`PANEL_VAR`]).
+/// with panels of B and blocks of A of other sizes ([`PANEL_VAR`], [`A_BLOCK_VAR`]).
 #[test]
 fn every_tile_gives_the_same_bits() {
     let steps = 30;
@@ -466,12 +466,17 @@ fn every_tile_gives_the_same_bits() {
         .collect();
     assert!(runnable.contains(&tiles::for_this_core(kernels::lanes())));
     let here = both_models_trained(steps);
-    // Each tile with the panel chosen for this core, and this core's tile with the other panel
-    // size too (a block of k of another length).
+    // Each tile with the panel and block of A chosen for this core, and this core's tile with
+    // another of each too (blocks of k of other lengths, bands of other heights).
     let other_panel = if tiles::panel_values() == 4096 {
         "8192"
     } else {
         "4096"
+    };
+    let other_a_block = if tiles::a_block_values() == 98304 {
+        "49152"
+    } else {
+        "98304"
     };
     let this_core = tiles::for_this_core(kernels::lanes());
     let runs = (runnable.into_iter().map(|t| (t, None))).chain([(this_core, Some(other_panel))]);
@@ -488,10 +493,16 @@ fn every_tile_gives_the_same_bits() {
             .env(TILE_CHILD, &file)
             .env(TILE_VAR, tile.name());
         if let Some(panel) = panel {
-            child.env(PANEL_VAR, panel);
+            child.env(PANEL_VAR, panel).env(A_BLOCK_VAR, other_a_block);
         }
         let child = child.output().unwrap();
-        let what = format!("{} (panel {})", tile.name(), panel.unwrap_or("own"));
+        let what = match panel {
+            Some(panel) => format!(
+                "{} (panel {panel}, block of A {other_a_block})",
+                tile.name()
+            ),
+            None => format!("{} (own panel and block of A)", tile.name()),
+        };
         assert!(
             child.status.success(),
             "{what}: {}",

@@ -35,9 +35,6 @@ const NR: usize = 16;
 /// leaves two for a row of B and one for a value of A; twelve independent sums keep both FMA units
 /// busy.
 const MR: usize = 6;
-/// Values of A per block (384 KB): a block of A's rows stays in the L2 cache from one panel to
-/// the next.
-const A_BLOCK: usize = 96 * 1024;
 /// Below this many multiply-adds a product runs on the calling thread: waking a helper costs more.
 const PARALLEL_MIN_WORK: usize = 1 << 17;
 /// Pieces per thread in a shared product: a helper the machine runs late leaves fewer to the
@@ -652,24 +649,24 @@ fn tile_rows(left: usize, mr: usize) -> usize {
     left.div_ceil(left.div_ceil(mr))
 }
 
-/// `rows` cut into bands of at most [`A_BLOCK`] / (panel / `nr`) rows (the panel of
-/// [`tiles::panel_values`]), a multiple of `mr`: as
+/// `rows` cut into bands of at most A's block ([`tiles::a_block_values`]) / (panel / `nr`) rows
+/// (the panel of [`tiles::panel_values`]), a multiple of `mr`: as
 /// many rows as keep a block of k as long as a panel allows ([`k_block`]). Without them a piece of
 /// many rows (one thread's whole product, 8,192 rows at stage 6's module shapes) would take blocks
 /// of 16 terms, and read and write all of its C, far larger than the cache, once per block. Each
 /// element of C still takes the blocks of k in order, each block's terms in order.
 fn row_bands(rows: Range<usize>, mr: usize, nr: usize) -> impl Iterator<Item = Range<usize>> {
-    let most = (A_BLOCK / (tiles::panel_values() / nr) / mr).max(1) * mr;
+    let most = (tiles::a_block_values() / (tiles::panel_values() / nr) / mr).max(1) * mr;
     let end = rows.end;
     rows.step_by(most)
         .map(move |start| start..end.min(start + most))
 }
 
 /// The length of a block of k for a piece of `rows` rows and panels `nr` wide: a panel at most
-/// [`tiles::panel_values`] values, and a block of A's rows at most [`A_BLOCK`] values; the blocks of one product
-/// are as even as can be.
+/// [`tiles::panel_values`] values, and a block of A's rows at most [`tiles::a_block_values`]
+/// values; the blocks of one product are as even as can be.
 fn k_block(k: usize, rows: usize, nr: usize) -> usize {
-    let longest = (A_BLOCK / rows.max(1)).clamp(16, tiles::panel_values() / nr);
+    let longest = (tiles::a_block_values() / rows.max(1)).clamp(16, tiles::panel_values() / nr);
     let blocks = k.div_ceil(longest).max(1);
     k.div_ceil(blocks).max(1)
 }

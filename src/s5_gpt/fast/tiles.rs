@@ -171,21 +171,54 @@ pub fn panel_values() -> usize {
                 v.to_string_lossy()
             ),
         },
-        None => l1_data_bytes().map_or(4096, |bytes| {
+        None => cache_bytes(1, "Data").map_or(4096, |bytes| {
             let values = bytes * 2 / 3 / 4;
             (1 << values.max(1).ilog2()).clamp(4096, 16384)
         }),
     })
 }
 
-/// The first core's level-1 data cache, in bytes, as Linux describes it.
-fn l1_data_bytes() -> Option<usize> {
+/// Set this environment variable to a multiple of 16,384 up to 1,048,576 to take blocks of A of at
+/// most that many values, whatever the core's L2 cache. The bits stay the same
+/// (`tests/s5_layers.rs` checks it), as with [`PANEL_VAR`].
+pub const A_BLOCK_VAR: &str = "ATTENTION_A_BLOCK";
+
+/// Values of A per block at most (a band of rows over one block of k), chosen at start-up: the
+/// block stays in the L2 cache while every panel of B walks it, BLIS's MC × KC. Three quarters of
+/// the cache, in whole 64 KB: 98,304 values (384 KB) for Zen 3's 512 KB, where half the cache and
+/// the whole of it were each about 1 % slower; 196,608 for Zen 4 and Zen 5's 1 MB and 393,216 for
+/// the 2 MB of Intel's recent Xeons, not measured there. Where the cache's size cannot be read
+/// (WebAssembly, other systems), 98,304.
+///
+/// # Panics
+/// If [`A_BLOCK_VAR`] is set to another value.
+pub fn a_block_values() -> usize {
+    const STEP: usize = 16 * 1024;
+    static A_BLOCK: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *A_BLOCK.get_or_init(|| match std::env::var_os(A_BLOCK_VAR) {
+        Some(v) => match v.to_string_lossy().parse::<usize>() {
+            Ok(n) if n.is_multiple_of(STEP) && (STEP..=64 * STEP).contains(&n) => n,
+            _ => panic!(
+                "{A_BLOCK_VAR}={}: use a multiple of 16384 up to 1048576",
+                v.to_string_lossy()
+            ),
+        },
+        None => cache_bytes(2, "Unified").map_or(6 * STEP, |bytes| {
+            let values = bytes * 3 / 4 / 4;
+            (values / STEP * STEP).clamp(3 * STEP, 24 * STEP)
+        }),
+    })
+}
+
+/// The first core's cache of this `level` and `kind` ("Data", "Unified"), in bytes, as Linux
+/// describes it.
+fn cache_bytes(level: u32, kind: &str) -> Option<usize> {
     #[cfg(target_os = "linux")]
     for index in 0..4 {
         let dir = format!("/sys/devices/system/cpu/cpu0/cache/index{index}");
         let read = |name: &str| std::fs::read_to_string(format!("{dir}/{name}")).ok();
-        let (level, kind, size) = (read("level")?, read("type")?, read("size")?);
-        if level.trim() == "1" && kind.trim() == "Data" {
+        let (found, found_kind, size) = (read("level")?, read("type")?, read("size")?);
+        if found.trim() == level.to_string() && found_kind.trim() == kind {
             let size = size.trim();
             let (number, unit) = size.split_at(size.find(|c: char| !c.is_ascii_digit())?);
             let scale = match unit {
@@ -196,6 +229,8 @@ fn l1_data_bytes() -> Option<usize> {
             return Some(number.parse::<usize>().ok()? * scale);
         }
     }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (level, kind);
     None
 }
 
@@ -289,19 +324,22 @@ mod x86 {
                     }
                 }
             }
-            let (mut a, mut b) = (t.a, t.b);
-            for _ in 0..t.k {
+            // Each row of A from its own start, at one offset that steps by A's column stride:
+            // the addresses of a step's broadcasts do not wait on one another.
+            let a_rows: [*const f32; R] = std::array::from_fn(|r| t.a.wrapping_add(r * t.a_row));
+            let mut b = t.b;
+            for p in 0..t.k {
                 let b_p = [
                     _mm512_loadu_ps(b),
                     _mm512_loadu_ps(b.add(16 * (vectors - 1))),
                 ];
+                let at = p * t.a_col;
                 for (r, acc_r) in acc.iter_mut().enumerate() {
-                    let a_rp = _mm512_set1_ps(*a.add(r * t.a_row));
+                    let a_rp = _mm512_set1_ps(*a_rows[r].add(at));
                     for v in 0..vectors {
                         acc_r[v] = _mm512_fmadd_ps(a_rp, b_p[v], acc_r[v]);
                     }
                 }
-                a = a.wrapping_add(t.a_col);
                 b = b.add(NR);
             }
             for (r, acc_r) in acc.iter().enumerate() {
@@ -359,19 +397,21 @@ mod x86 {
                     }
                 }
             }
-            let (mut a, mut b) = (t.a, t.b);
-            for _ in 0..t.k {
+            // As in `avx512`: each row of A from its own start, at one offset.
+            let a_rows: [*const f32; R] = std::array::from_fn(|r| t.a.wrapping_add(r * t.a_row));
+            let mut b = t.b;
+            for p in 0..t.k {
                 let b_p = [
                     _mm256_loadu_ps(b),
                     _mm256_loadu_ps(b.add(8 * (vectors - 1))),
                 ];
+                let at = p * t.a_col;
                 for (r, acc_r) in acc.iter_mut().enumerate() {
-                    let a_rp = _mm256_broadcast_ss(&*a.add(r * t.a_row));
+                    let a_rp = _mm256_broadcast_ss(&*a_rows[r].add(at));
                     for v in 0..vectors {
                         acc_r[v] = _mm256_fmadd_ps(a_rp, b_p[v], acc_r[v]);
                     }
                 }
-                a = a.wrapping_add(t.a_col);
                 b = b.add(NR);
             }
             for (r, acc_r) in acc.iter().enumerate() {
