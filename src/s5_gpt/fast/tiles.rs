@@ -151,13 +151,15 @@ pub fn tile() -> Tile {
 /// output's sum still takes its blocks of k in order, each from the sums the last one left in C.
 pub const PANEL_VAR: &str = "ATTENTION_PANEL";
 
-/// Values of B per packed panel at most, chosen at start-up: a panel of one block of k stays in the
-/// L1 data cache while every tile of a band of rows walks it, beside the rows of A each tile reads.
-/// About two thirds of the cache, as a power of two: 4,096 values (16 KB) for a 32 KB cache (a block
-/// of k of 128 terms for a 32-column tile), 8,192 for the 48 KB of Zen 5 or Intel's recent cores
-/// (256 terms), where the longer block halves the loads and stores of C and ran the 1024³ product
-/// at 87–91 % of the core's peak instead of 80–82 % (Zen 5). Where the cache's size cannot be read
-/// (WebAssembly, other systems), 4,096.
+/// Values of B per packed panel at most, chosen at start-up from the L1 data cache: as many as the
+/// cache holds, rounded down to a power of two. That is 8,192 values (32 KB) for the 32 KB of Zen 3
+/// and Zen 4 and for the 48 KB of Zen 5 and Intel's recent cores: a block of k of 512 terms for a
+/// 16-column tile, 256 for a 32-column one. A tile reads its panel in order, so the panel streams
+/// from L2 as fast as the tiles take it even where it fills L1, and a longer block of k means fewer
+/// passes over C, each of which loads and stores every output of a band. With 8,192 values instead
+/// of 4,096, the 1024³ product ran at 87–91 % of the core's peak instead of 80–82 % (Zen 5) and 4 %
+/// faster (Zen 3), and the products of a nanoGPT-size step at the same speed. Where the cache's size
+/// cannot be read (WebAssembly, other systems), 4,096.
 ///
 /// # Panics
 /// If [`PANEL_VAR`] is set to another value.
@@ -172,8 +174,7 @@ pub fn panel_values() -> usize {
             ),
         },
         None => cache_bytes(1, "Data").map_or(4096, |bytes| {
-            let values = bytes * 2 / 3 / 4;
-            (1 << values.max(1).ilog2()).clamp(4096, 16384)
+            (1 << (bytes / 4).max(1).ilog2()).clamp(4096, 16384)
         }),
     })
 }
