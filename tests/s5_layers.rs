@@ -514,6 +514,45 @@ fn every_tile_gives_the_same_bits() {
     }
 }
 
+/// Set in a child process of this test binary: a product runs there with a setting it cannot use.
+const BAD_SETTING_CHILD: &str = "S5_LAYERS_BAD_SETTING_CHILD";
+
+/// A product kernel's setting that cannot be used ends the run with one line that names it and
+/// what it takes, and exit code 2, as a bad argument does: no panic, no backtrace.
+#[test]
+fn a_bad_setting_is_one_line_of_error() {
+    if std::env::var_os(BAD_SETTING_CHILD).is_some() {
+        products_agree();
+        return;
+    }
+    for (var, value, fix) in [
+        (PANEL_VAR, "5", "use 4096, 8192 or 16384"),
+        (A_BLOCK_VAR, "1000", "use a multiple of 16384 up to 1048576"),
+        (
+            TILE_VAR,
+            "avx3",
+            "the tiles are avx512-12x32, avx512-8x32, avx2-6x16, plain-6x16",
+        ),
+    ] {
+        let child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "a_bad_setting_is_one_line_of_error",
+                "--nocapture",
+            ])
+            .env(BAD_SETTING_CHILD, "1")
+            .env(var, value)
+            .env("RUST_BACKTRACE", "1")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&child.stderr);
+        let line = format!("error: {var}={value}: {fix}\n");
+        assert_eq!(child.status.code(), Some(2), "{var}={value}: {stderr}");
+        assert!(stderr.ends_with(&line), "{var}={value}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{var}={value}: {stderr}");
+    }
+}
+
 /// `Linear` where every tile meets its edges: one row (B = 1, T = 1), a batch of one, one token
 /// per sequence, rows that leave 1 to 11 in the last tile, and widths that leave 1 to 31 columns
 /// in the last panel, at nanoGPT's width and at odd ones.

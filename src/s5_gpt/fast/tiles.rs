@@ -123,10 +123,10 @@ impl Tile {
 /// The tile the product kernel uses: the one [`TILE_VAR`] names, else the one for this kind of
 /// core ([`for_this_core`]).
 ///
-/// # Panics
+/// # Exits
 /// If [`TILE_VAR`] names no tile, or one whose instructions the vector width in use ([`lanes`])
 /// lacks: running it would be undefined behaviour, and ignoring the request would let a test pass
-/// that checked nothing.
+/// that checked nothing: one line of error and exit code 2, as for a bad argument.
 pub fn tile() -> Tile {
     static TILE: std::sync::OnceLock<Tile> = std::sync::OnceLock::new();
     *TILE.get_or_init(|| {
@@ -136,14 +136,24 @@ pub fn tile() -> Tile {
         let name = name.to_string_lossy();
         let tile = Tile::ALL.into_iter().find(|t| t.name() == name);
         let names = Tile::ALL.map(Tile::name).join(", ");
-        let tile = tile.unwrap_or_else(|| panic!("{TILE_VAR}={name}: the tiles are {names}"));
+        let tile = tile.unwrap_or_else(|| bad_setting(TILE_VAR, &format!("the tiles are {names}")));
         let lanes = lanes();
-        assert!(
-            tile.runs_with(lanes),
-            "{TILE_VAR}={name}: needs wider vectors than {lanes:?}"
-        );
+        if !tile.runs_with(lanes) {
+            let fix = format!("this tile needs wider vectors than {lanes:?}");
+            bad_setting(TILE_VAR, &fix);
+        }
         tile
     })
+}
+
+/// Ends the process with one line that names the setting `var` of the product kernel
+/// ([`TILE_VAR`], [`PANEL_VAR`], [`A_BLOCK_VAR`]) and what it takes, as a bad argument on the
+/// command line does: the setting is the user's own, so a panic's backtrace would only hide the
+/// fix. Each setting is read once, the first time a product needs it.
+fn bad_setting(var: &str, fix: &str) -> ! {
+    let value = std::env::var_os(var).unwrap_or_default();
+    eprintln!("error: {var}={}: {fix}", value.to_string_lossy());
+    std::process::exit(2)
 }
 
 /// Set this environment variable to 4096, 8192 or 16384 to pack panels of B of that many values,
@@ -161,17 +171,14 @@ pub const PANEL_VAR: &str = "ATTENTION_PANEL";
 /// faster (Zen 3), and the products of a nanoGPT-size step at the same speed. Where the cache's size
 /// cannot be read (WebAssembly, other systems), 4,096.
 ///
-/// # Panics
-/// If [`PANEL_VAR`] is set to another value.
+/// # Exits
+/// If [`PANEL_VAR`] is set to another value: one line of error and exit code 2.
 pub fn panel_values() -> usize {
     static PANEL: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *PANEL.get_or_init(|| match std::env::var_os(PANEL_VAR) {
         Some(v) => match v.to_string_lossy().parse() {
             Ok(n @ (4096 | 8192 | 16384)) => n,
-            _ => panic!(
-                "{PANEL_VAR}={}: use 4096, 8192 or 16384",
-                v.to_string_lossy()
-            ),
+            _ => bad_setting(PANEL_VAR, "use 4096, 8192 or 16384"),
         },
         None => cache_bytes(1, "Data").map_or(4096, |bytes| {
             (1 << (bytes / 4).max(1).ilog2()).clamp(4096, 16384)
@@ -191,18 +198,15 @@ pub const A_BLOCK_VAR: &str = "ATTENTION_A_BLOCK";
 /// the 2 MB of Intel's recent Xeons, not measured there. Where the cache's size cannot be read
 /// (WebAssembly, other systems), 98,304.
 ///
-/// # Panics
-/// If [`A_BLOCK_VAR`] is set to another value.
+/// # Exits
+/// If [`A_BLOCK_VAR`] is set to another value: one line of error and exit code 2.
 pub fn a_block_values() -> usize {
     const STEP: usize = 16 * 1024;
     static A_BLOCK: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *A_BLOCK.get_or_init(|| match std::env::var_os(A_BLOCK_VAR) {
         Some(v) => match v.to_string_lossy().parse::<usize>() {
             Ok(n) if n.is_multiple_of(STEP) && (STEP..=64 * STEP).contains(&n) => n,
-            _ => panic!(
-                "{A_BLOCK_VAR}={}: use a multiple of 16384 up to 1048576",
-                v.to_string_lossy()
-            ),
+            _ => bad_setting(A_BLOCK_VAR, "use a multiple of 16384 up to 1048576"),
         },
         None => cache_bytes(2, "Unified").map_or(6 * STEP, |bytes| {
             let values = bytes * 3 / 4 / 4;
