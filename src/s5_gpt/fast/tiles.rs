@@ -193,10 +193,10 @@ pub const A_BLOCK_VAR: &str = "ATTENTION_A_BLOCK";
 
 /// Values of A per block at most (a band of rows over one block of k), chosen at start-up: the
 /// block stays in the L2 cache while every panel of B walks it, BLIS's MC × KC. Three quarters of
-/// the cache, in whole 64 KB: 98,304 values (384 KB) for Zen 3's 512 KB, where half the cache and
-/// the whole of it were each about 1 % slower; 196,608 for Zen 4 and Zen 5's 1 MB and 393,216 for
-/// the 2 MB of Intel's recent Xeons, not measured there. Where the cache's size cannot be read
-/// (WebAssembly, other systems), 98,304.
+/// the cache, in whole 64 KB, from 192 KB to 1.5 MB: 98,304 values (384 KB) for Zen 3's 512 KB,
+/// where half the cache and the whole of it were no faster (within 2 %); 196,608 for Zen 4 and
+/// Zen 5's 1 MB and 393,216 for the 2 MB of Intel's recent Xeons, not measured there. Where the
+/// cache's size cannot be read (WebAssembly, other systems), 98,304.
 ///
 /// # Exits
 /// If [`A_BLOCK_VAR`] is set to another value: one line of error and exit code 2.
