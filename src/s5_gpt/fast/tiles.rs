@@ -180,10 +180,14 @@ pub fn panel_values() -> usize {
             Ok(n @ (4096 | 8192 | 16384)) => n,
             _ => bad_setting(PANEL_VAR, "use 4096, 8192 or 16384"),
         },
-        None => cache_bytes(1, "Data").map_or(4096, |bytes| {
-            (1 << (bytes / 4).max(1).ilog2()).clamp(4096, 16384)
-        }),
+        None => cache_bytes(1, "Data").map_or(4096, panel_for_l1),
     })
+}
+
+/// [`panel_values`]' rule for an L1 data cache of `bytes`: as many values as it holds, rounded
+/// down to a power of two, from 4,096 to 16,384.
+fn panel_for_l1(bytes: usize) -> usize {
+    (1 << (bytes / 4).max(1).ilog2()).clamp(4096, 16384)
 }
 
 /// Set this environment variable to a multiple of 16,384 up to 1,048,576 to take blocks of A of at
@@ -201,18 +205,24 @@ pub const A_BLOCK_VAR: &str = "ATTENTION_A_BLOCK";
 /// # Exits
 /// If [`A_BLOCK_VAR`] is set to another value: one line of error and exit code 2.
 pub fn a_block_values() -> usize {
-    const STEP: usize = 16 * 1024;
     static A_BLOCK: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *A_BLOCK.get_or_init(|| match std::env::var_os(A_BLOCK_VAR) {
         Some(v) => match v.to_string_lossy().parse::<usize>() {
-            Ok(n) if n.is_multiple_of(STEP) && (STEP..=64 * STEP).contains(&n) => n,
+            Ok(n) if n.is_multiple_of(A_STEP) && (A_STEP..=64 * A_STEP).contains(&n) => n,
             _ => bad_setting(A_BLOCK_VAR, "use a multiple of 16384 up to 1048576"),
         },
-        None => cache_bytes(2, "Unified").map_or(6 * STEP, |bytes| {
-            let values = bytes * 3 / 4 / 4;
-            (values / STEP * STEP).clamp(3 * STEP, 24 * STEP)
-        }),
+        None => cache_bytes(2, "Unified").map_or(6 * A_STEP, a_block_for_l2),
     })
+}
+
+/// Blocks of A are whole multiples of this many values (64 KB).
+const A_STEP: usize = 16 * 1024;
+
+/// [`a_block_values`]' rule for an L2 cache of `bytes`: three quarters of it in whole 64 KB, from
+/// 192 KB to 1.5 MB.
+fn a_block_for_l2(bytes: usize) -> usize {
+    let values = bytes * 3 / 4 / 4;
+    (values / A_STEP * A_STEP).clamp(3 * A_STEP, 24 * A_STEP)
 }
 
 /// The first core's cache of this `level` and `kind` ("Data", "Unified"), in bytes, as Linux
@@ -477,5 +487,28 @@ mod x86 {
                 _mm256_storeu_ps(dst.add((j + 4) * dst_step), high);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{a_block_for_l2, panel_for_l1};
+
+    /// The sizes the docs give for the caches of the cores the crate meets.
+    #[test]
+    fn blocks_follow_the_caches_as_the_docs_say() {
+        let kb = 1024;
+        // L1 data: 32 KB (Zen 3, Zen 4), 48 KB (Zen 5, Intel's recent cores).
+        assert_eq!(panel_for_l1(32 * kb), 8192);
+        assert_eq!(panel_for_l1(48 * kb), 8192);
+        assert_eq!(panel_for_l1(16 * kb), 4096);
+        assert_eq!(panel_for_l1(128 * kb), 16384);
+        // L2: 512 KB (Zen 3), 1 MB (Zen 4, Zen 5), 1.25 MB, 2 MB (Intel's Xeons).
+        assert_eq!(a_block_for_l2(512 * kb), 98_304);
+        assert_eq!(a_block_for_l2(1024 * kb), 196_608);
+        assert_eq!(a_block_for_l2(1280 * kb), 245_760);
+        assert_eq!(a_block_for_l2(2048 * kb), 393_216);
+        assert_eq!(a_block_for_l2(256 * kb), 49_152);
+        assert_eq!(a_block_for_l2(32 * 1024 * kb), 393_216);
     }
 }
