@@ -13,11 +13,12 @@
 //!   with the CPU's own fused multiply-add intrinsics). Then × scale, or the mask's value where
 //!   j > i, chosen per lane.
 //! * **softmax statistics**: per lane the running maximum folded over the tile's keys in order,
-//!   `expf` from [`super::kernels::expf_non_positive`] (the library's own call where it does not
-//!   cover, 0 where the library gives exactly 0), the sum `sum += p` over the keys in order: the
+//!   `expf` from [`super::kernels::expf_non_positive`] (with AVX2, its vector form
+//!   [`super::kernels::expf_non_positive_avx2`]; the library's own call where it does not cover, 0
+//!   where the library gives exactly 0), the sum `sum += p` over the keys in order: the
 //!   lanes are the rows, so each row keeps its sequential order for free.
-//! * **products with V, K, Q or dO** (`rows_times`, `keys_times`): four rows by up to 64
-//!   columns of outputs held in registers while the contraction runs, each output getting its
+//! * **products with V, K, Q or dO** (`group_times`, `keys_times`): four rows (six with AVX2) by
+//!   up to 64 columns of outputs held in registers while the contraction runs, each output getting its
 //!   terms by one fused multiply-add each, in the lesson's order: O\[i\] and dQ\[i\] over the keys
 //!   j in increasing order, dV\[j\] and dK\[j\] over the queries i in increasing order (query blocks
 //!   in order, a block's rows in order).
@@ -469,17 +470,7 @@ fn fold(
     let sum = exp_tile(&mut p[..nk], &s[..nk], &m_new);
     let o = &mut state.o[g * L * dp..][..L * dp];
     let v = &kv.v[keys.start * dp..];
-    for r0 in (0..group.len()).step_by(R) {
-        let pre: [f32; R] = std::array::from_fn(|r| rescale[r0 + r]);
-        each_chunk(
-            dp,
-            &mut o[r0 * dp..],
-            #[inline(always)]
-            |o, c0| rows_times::<C>(&mut o[c0..], dp, pre, &p[..nk], r0, &v[c0..]),
-            #[inline(always)]
-            |o, c0| rows_times::<1>(&mut o[c0..], dp, pre, &p[..nk], r0, &v[c0..]),
-        );
-    }
+    group_times(o, dp, (&rescale, &p[..nk]), group.len(), v);
     let l = &mut state.l[g * L..][..L];
     for (r, l) in l.iter_mut().enumerate() {
         *l = *l * rescale[r] + sum[r];
@@ -518,6 +509,15 @@ fn larger(m: f32, s: f32) -> f32 {
 /// its vectors stay in registers.
 #[inline(always)]
 fn exp_tile(p: &mut [Lanes], s: &[Lanes], m: &Lanes) -> Lanes {
+    #[cfg(target_arch = "x86_64")]
+    if kernels::lanes() == kernels::Lanes::Avx2 {
+        assert_eq!(p.len(), s.len());
+        // SAFETY: the CPU has AVX2 and FMA (checked by `lanes`); `p` and `s` have the same length.
+        if let Some(sum) = unsafe { exp_tile_avx2(p, s, m) } {
+            return sum;
+        }
+        return exp_each(p, s, m, exp_lanes);
+    }
     let mut rare = [false; L];
     let sum = exp_each(
         p,
@@ -535,6 +535,63 @@ fn exp_tile(p: &mut [Lanes], s: &[Lanes], m: &Lanes) -> Lanes {
         exp_each(p, s, m, exp_lanes)
     } else {
         sum
+    }
+}
+
+/// [`exp_tile`]'s common loop in AVX2 registers, each key's sixteen lanes as two vectors, two keys
+/// at a time: P = e^(S − m) by [`kernels::expf_non_positive_avx2`] (0 where the library gives
+/// exactly 0), and the sums in key order. Compiled from lanes of `[f32; 16]`, the loop kept its
+/// checks as arrays of bools and its constants in memory, and ran one exponential's chain at a
+/// time. `None` where some lane is not covered, or above 0 (the caller then takes [`exp_lanes`]
+/// for the tile).
+///
+/// # Safety
+/// The CPU has AVX2 and FMA; `p` is as long as `s`.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn exp_tile_avx2(p: &mut [Lanes], s: &[Lanes], m: &Lanes) -> Option<Lanes> {
+    use std::arch::x86_64::*;
+    let large = _mm256_set1_ps(f32::from_bits(kernels::EXPF_LARGE));
+    let zero_below = _mm256_set1_ps(super::EXP_ZERO_BELOW);
+    let abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fff_ffff));
+    let mut fine = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
+    let mut sum = [_mm256_setzero_ps(); 2];
+    // SAFETY (this block): `m` and each row of `s` and `p` are sixteen floats.
+    unsafe {
+        let m = [
+            _mm256_loadu_ps(m.as_ptr()),
+            _mm256_loadu_ps(m.as_ptr().add(8)),
+        ];
+        let mut keys = |p: &mut [Lanes], s: &[Lanes]| {
+            // A last key alone is taken twice, and its copy not kept.
+            let x: [__m256; 4] = std::array::from_fn(|v| {
+                let s = _mm256_loadu_ps(s[v / 2 % s.len()].as_ptr().add(8 * (v % 2)));
+                _mm256_sub_ps(s, m[v % 2])
+            });
+            let e = kernels::expf_non_positive_avx2(x);
+            for (v, (x, e)) in x.into_iter().zip(e).enumerate().take(2 * s.len()) {
+                // Covered (|x| below the library's large cases; false for NaN) or exactly 0, and
+                // not above 0.
+                let covers = _mm256_cmp_ps::<_CMP_LT_OQ>(_mm256_and_ps(x, abs), large);
+                let zero = _mm256_cmp_ps::<_CMP_LT_OQ>(x, zero_below);
+                let above = _mm256_cmp_ps::<_CMP_GT_OQ>(x, _mm256_setzero_ps());
+                fine = _mm256_and_ps(fine, _mm256_andnot_ps(above, _mm256_or_ps(covers, zero)));
+                let e = _mm256_andnot_ps(zero, e);
+                _mm256_storeu_ps(p[v / 2].as_mut_ptr().add(8 * (v % 2)), e);
+                sum[v % 2] = _mm256_add_ps(sum[v % 2], e);
+            }
+        };
+        for (p, s) in p.chunks_mut(2).zip(s.chunks(2)) {
+            keys(p, s);
+        }
+        if _mm256_movemask_ps(fine) != 0xff {
+            return None;
+        }
+        let mut out = [0.0; L];
+        _mm256_storeu_ps(out.as_mut_ptr(), sum[0]);
+        _mm256_storeu_ps(out.as_mut_ptr().add(8), sum[1]);
+        Some(out)
     }
 }
 
@@ -805,6 +862,51 @@ fn each_chunk(
     }
 }
 
+/// Rows 0..`rows` of a row group's (L, dp) block `out`: each row r times `pre[r]`, then for each
+/// key j in order `o = fma(w[j][r], x[j], o)` elementwise, x's rows `dp` apart: O·rescale + P·V in
+/// the forward pass, dQ += dS·K in the backward. The rows go [`R`] at a time through
+/// [`rows_times`]; with AVX2 six at a time (then four), so that twelve sums are in flight, half
+/// as many again as the FMA units' latency needs, where eight left none to spare for the tile's
+/// loads and stores of O.
+#[inline(always)]
+fn group_times(out: &mut [f32], dp: usize, (pre, w): (&Lanes, &[Lanes]), rows: usize, x: &[f32]) {
+    assert!(rows <= L && out.len() >= L * dp && x.len() >= w.len() * dp);
+    #[cfg(target_arch = "x86_64")]
+    if kernels::lanes() == kernels::Lanes::Avx2 {
+        let vectors = dp / L;
+        // SAFETY: the CPU has AVX2 and FMA (checked by `lanes`); rows r0 to r0 + 5 (or + 3) of the
+        // L rows, dp wide, lie in `out`, and each of w's keys has a row of x, both asserted above.
+        unsafe {
+            if rows > 0 {
+                let w6 = w.iter().map(|w| &w[..6]);
+                times_avx2::<6>(out, dp, pre[..6].try_into().unwrap(), w6, (x, dp), vectors);
+            }
+            if rows > 6 {
+                let w6 = w.iter().map(|w| &w[6..12]);
+                let pre = pre[6..12].try_into().unwrap();
+                times_avx2::<6>(&mut out[6 * dp..], dp, pre, w6, (x, dp), vectors);
+            }
+            if rows > 12 {
+                let w4 = w.iter().map(|w| &w[12..]);
+                let pre = pre[12..].try_into().unwrap();
+                times_avx2::<4>(&mut out[12 * dp..], dp, pre, w4, (x, dp), vectors);
+            }
+        }
+        return;
+    }
+    for r0 in (0..rows).step_by(R) {
+        let pre: [f32; R] = std::array::from_fn(|r| pre[r0 + r]);
+        each_chunk(
+            dp,
+            &mut out[r0 * dp..],
+            #[inline(always)]
+            |o, c0| rows_times::<C>(&mut o[c0..], dp, pre, w, r0, &x[c0..]),
+            #[inline(always)]
+            |o, c0| rows_times::<1>(&mut o[c0..], dp, pre, w, r0, &x[c0..]),
+        );
+    }
+}
+
 /// Output rows r0..r0+R (of a row group's (L, dp) block `out`, from `out`'s start), W vectors of
 /// columns: each row times `pre[r]`, then for each key j in order `o = fma(w[j][r0 + r], x[j], o)`
 /// elementwise, x's rows `dp` apart: O·rescale + P·V in the forward pass, dQ += dS·K in the
@@ -823,12 +925,6 @@ fn rows_times<const W: usize>(
 ) {
     assert!(r0 + R <= L && out.len() >= (R - 1) * dp + W * L);
     assert!(w.is_empty() || x.len() >= (w.len() - 1) * dp + W * L);
-    #[cfg(target_arch = "x86_64")]
-    if kernels::lanes() == kernels::Lanes::Avx2 {
-        let w = w.iter().map(|w| &w[r0..r0 + R]);
-        // SAFETY: the CPU has AVX2 and FMA (checked by `lanes`), and the bounds are asserted above.
-        return unsafe { times_avx2::<R>(out, dp, pre, w, (x, dp), W) };
-    }
     let mut acc = [[[0.0f32; L]; W]; R];
     for r in 0..R {
         for c in 0..W {
@@ -917,9 +1013,9 @@ fn keys_times<const K: usize, const W: usize>(
     }
 }
 
-/// [`rows_times`] and [`keys_times`] with AVX2: N output rows (`dp` apart), `vectors` vectors of
-/// L columns, one vector at a time so that its 2·N sums stay in registers (eight of the sixteen
-/// for N = 4): each row times `pre[r]` unless all are 1, then for each term j in order `o =
+/// [`group_times`] and [`keys_times`] with AVX2: N output rows (`dp` apart), `vectors` vectors of
+/// L columns, one vector at a time so that its 2·N sums stay in registers (twelve of the sixteen
+/// for N = 6, eight for N = 4): each row times `pre[r]` unless all are 1, then for each term j in order `o =
 /// fma(w_j[r], x[j], o)`, x's rows `x.1` apart. The same fused multiply-adds in the same order.
 ///
 /// # Safety
@@ -1257,14 +1353,6 @@ fn backward_tile(
     let ds = &ds[..nk];
     let rows = group.len();
     let k = &g.k[keys.start * dp..];
-    for r0 in (0..rows).step_by(R) {
-        each_chunk(
-            dp,
-            &mut d_q[(group.start + r0) * dp..],
-            #[inline(always)]
-            |o, c0| rows_times::<C>(&mut o[c0..], dp, [1.0; R], ds, r0, &k[c0..]),
-            #[inline(always)]
-            |o, c0| rows_times::<1>(&mut o[c0..], dp, [1.0; R], ds, r0, &k[c0..]),
-        );
-    }
+    let d_q = &mut d_q[group.start * dp..][..L * dp];
+    group_times(d_q, dp, (&[1.0; L], ds), rows, k);
 }
