@@ -1034,6 +1034,7 @@ unsafe fn times_avx2<const N: usize>(
 ) {
     use std::arch::x86_64::*;
     let (out, x) = (out.as_mut_ptr(), x.as_ptr());
+    let rescaled = pre != [1.0; N];
     for c in 0..vectors {
         // SAFETY (this block): every offset lies inside the caller's bounds.
         unsafe {
@@ -1042,7 +1043,7 @@ unsafe fn times_avx2<const N: usize>(
             for (r, acc) in acc.iter_mut().enumerate() {
                 *acc = [_mm256_loadu_ps(at(r, 0)), _mm256_loadu_ps(at(r, 1))];
             }
-            if pre != [1.0; N] {
+            if rescaled {
                 for (acc, &pre) in acc.iter_mut().zip(&pre) {
                     let pre = _mm256_set1_ps(pre);
                     *acc = [_mm256_mul_ps(acc[0], pre), _mm256_mul_ps(acc[1], pre)];
@@ -1067,39 +1068,41 @@ unsafe fn times_avx2<const N: usize>(
 
 /// dV += Pᵀ·dO (or dK += dSᵀ·Q) for one tile and a block's `rows`: `out` from the tile's first
 /// key, `w` the tile's weights of each row group ((groups, bcp, L), `keys` of each used), `x` the
-/// block's rows: four keys at a time, then one.
+/// block's rows: four keys at a time (with AVX2 six first, twelve sums in flight), then one.
 #[inline(always)]
-fn add_keys(
+fn add_keys(out: &mut [f32], dp: usize, w: (&[Lanes], usize, usize), rows: usize, x: &[f32]) {
+    let mut j = 0;
+    #[cfg(target_arch = "x86_64")]
+    if kernels::lanes() == kernels::Lanes::Avx2 {
+        j = add_keys_by::<6>(j, out, dp, w, rows, x);
+    }
+    j = add_keys_by::<R>(j, out, dp, w, rows, x);
+    add_keys_by::<1>(j, out, dp, w, rows, x);
+}
+
+/// [`add_keys`] from key `j`, K keys at a time while K are left; the next key.
+#[inline(always)]
+fn add_keys_by<const K: usize>(
+    mut j: usize,
     out: &mut [f32],
     dp: usize,
     (w, bcp, keys): (&[Lanes], usize, usize),
     rows: usize,
     x: &[f32],
-) {
-    let mut j = 0;
-    while j + R <= keys {
+) -> usize {
+    while j + K <= keys {
         let (o, w) = (&mut out[j * dp..], (&w[j..], bcp));
         each_chunk(
             dp,
             o,
             #[inline(always)]
-            |o, c0| keys_times::<R, C>(&mut o[c0..], dp, w, rows, &x[c0..]),
+            |o, c0| keys_times::<K, C>(&mut o[c0..], dp, w, rows, &x[c0..]),
             #[inline(always)]
-            |o, c0| keys_times::<R, 1>(&mut o[c0..], dp, w, rows, &x[c0..]),
+            |o, c0| keys_times::<K, 1>(&mut o[c0..], dp, w, rows, &x[c0..]),
         );
-        j += R;
+        j += K;
     }
-    for j in j..keys {
-        let (o, w) = (&mut out[j * dp..], (&w[j..], bcp));
-        each_chunk(
-            dp,
-            o,
-            #[inline(always)]
-            |o, c0| keys_times::<1, C>(&mut o[c0..], dp, w, rows, &x[c0..]),
-            #[inline(always)]
-            |o, c0| keys_times::<1, 1>(&mut o[c0..], dp, w, rows, &x[c0..]),
-        );
-    }
+    j
 }
 
 /// The lesson's tiled backward pass without dropout: `d` is (dV, dQ, dK). Each matrix of the stack
