@@ -798,12 +798,16 @@ unsafe fn dots_avx2_keys<const N: usize>(
         _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
         _mm256_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15),
     ];
+    // Only a tile on the diagonal has masked lanes (as in `dots_avx512`).
+    let diagonal = scores.is_some_and(|x| x.masked_lanes(L - 1) > 0);
     for (n, acc) in acc.into_iter().enumerate() {
         let out = &mut out[first + n];
         for (half, mut sums) in acc.into_iter().enumerate() {
             if let Some(x) = scores {
                 // Scaled, then the mask's value in the lanes of the rows key n comes after.
                 sums = _mm256_mul_ps(sums, _mm256_set1_ps(x.scale));
+            }
+            if let Some(x) = scores.filter(|_| diagonal) {
                 let masked = _mm256_set1_epi32(x.masked_lanes(first + n) as i32);
                 let masked = _mm256_castsi256_ps(_mm256_cmpgt_epi32(masked, lane[half]));
                 sums = _mm256_blendv_ps(sums, _mm256_set1_ps(x.mask), masked);
