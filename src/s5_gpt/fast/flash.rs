@@ -17,11 +17,11 @@
 //!   [`super::kernels::expf_non_positive_avx2`]; the library's own call where it does not cover, 0
 //!   where the library gives exactly 0), the sum `sum += p` over the keys in order: the
 //!   lanes are the rows, so each row keeps its sequential order for free.
-//! * **products with V, K, Q or dO** (`group_times`, `keys_times`): four rows (six with AVX2) by
-//!   up to 64 columns of outputs held in registers while the contraction runs, each output getting its
-//!   terms by one fused multiply-add each, in the lesson's order: O\[i\] and dQ\[i\] over the keys
-//!   j in increasing order, dV\[j\] and dK\[j\] over the queries i in increasing order (query blocks
-//!   in order, a block's rows in order).
+//! * **products with V, K, Q or dO** (`group_times`, `keys_times`): four rows (six with AVX2)
+//!   by up to 64 columns of outputs held in registers while the contraction runs, each output
+//!   getting its terms by one fused multiply-add each, in the lesson's order: O\[i\] and dQ\[i\]
+//!   over the keys j in increasing order, dV\[j\] and dK\[j\] over the queries i in increasing
+//!   order (query blocks in order, a block's rows in order).
 //!
 //! The tiles are the lesson's: its query blocks of Br, and for each block the same key tiles (the
 //! last visible one cut at the block's end, the masked future ones computed exactly when the lesson
@@ -538,12 +538,11 @@ fn exp_tile(p: &mut [Lanes], s: &[Lanes], m: &Lanes) -> Lanes {
     }
 }
 
-/// [`exp_tile`]'s common loop in AVX2 registers, each key's sixteen lanes as two vectors, two keys
-/// at a time: P = e^(S − m) by [`kernels::expf_non_positive_avx2`] (0 where the library gives
-/// exactly 0), and the sums in key order. Compiled from lanes of `[f32; 16]`, the loop kept its
-/// checks as arrays of bools and its constants in memory, and ran one exponential's chain at a
-/// time. `None` where some lane is not covered, or above 0 (the caller then takes [`exp_lanes`]
-/// for the tile).
+/// [`exp_tile`]'s common loop in AVX2 registers, each key's sixteen lanes as two vectors: P = e^(S
+/// − m) by [`kernels::expf_non_positive_avx2`] (0 where the library gives exactly 0), and the sums
+/// in key order. Compiled from lanes of `[f32; 16]`, the loop kept its checks as arrays of bools
+/// and its constants in memory. `None` where some lane is not covered, or above 0 (the caller then
+/// takes [`exp_lanes`] for the tile).
 ///
 /// # Safety
 /// The CPU has AVX2 and FMA; `p` is as long as `s`.
@@ -557,42 +556,37 @@ unsafe fn exp_tile_avx2(p: &mut [Lanes], s: &[Lanes], m: &Lanes) -> Option<Lanes
     let abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fff_ffff));
     let mut fine = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
     let mut sum = [_mm256_setzero_ps(); 2];
-    // SAFETY (this block): `m` and each row of `s` and `p` are sixteen floats.
+    for (p, s) in p.iter_mut().zip(s) {
+        for (half, sum) in sum.iter_mut().enumerate() {
+            // SAFETY: each row of `s` and `p`, and `m`, is sixteen floats.
+            let (s, m) = unsafe {
+                let at = |x: &Lanes| x.as_ptr().add(8 * half);
+                (_mm256_loadu_ps(at(s)), _mm256_loadu_ps(at(m)))
+            };
+            let x = _mm256_sub_ps(s, m);
+            // Covered (|x| below the library's large cases; false for NaN) or exactly 0, and not
+            // above 0.
+            let covers = _mm256_cmp_ps::<_CMP_LT_OQ>(_mm256_and_ps(x, abs), large);
+            let zero = _mm256_cmp_ps::<_CMP_LT_OQ>(x, zero_below);
+            let above = _mm256_cmp_ps::<_CMP_GT_OQ>(x, _mm256_setzero_ps());
+            fine = _mm256_and_ps(fine, _mm256_andnot_ps(above, _mm256_or_ps(covers, zero)));
+            // SAFETY: the CPU has AVX2 and FMA (the caller's promise).
+            let e = _mm256_andnot_ps(zero, unsafe { kernels::expf_non_positive_avx2(x) });
+            // SAFETY: as for the loads above.
+            unsafe { _mm256_storeu_ps(p.as_mut_ptr().add(8 * half), e) };
+            *sum = _mm256_add_ps(*sum, e);
+        }
+    }
+    if _mm256_movemask_ps(fine) != 0xff {
+        return None;
+    }
+    let mut out = [0.0; L];
+    // SAFETY: `out` is sixteen floats.
     unsafe {
-        let m = [
-            _mm256_loadu_ps(m.as_ptr()),
-            _mm256_loadu_ps(m.as_ptr().add(8)),
-        ];
-        let mut keys = |p: &mut [Lanes], s: &[Lanes]| {
-            // A last key alone is taken twice, and its copy not kept.
-            let x: [__m256; 4] = std::array::from_fn(|v| {
-                let s = _mm256_loadu_ps(s[v / 2 % s.len()].as_ptr().add(8 * (v % 2)));
-                _mm256_sub_ps(s, m[v % 2])
-            });
-            let e = kernels::expf_non_positive_avx2(x);
-            for (v, (x, e)) in x.into_iter().zip(e).enumerate().take(2 * s.len()) {
-                // Covered (|x| below the library's large cases; false for NaN) or exactly 0, and
-                // not above 0.
-                let covers = _mm256_cmp_ps::<_CMP_LT_OQ>(_mm256_and_ps(x, abs), large);
-                let zero = _mm256_cmp_ps::<_CMP_LT_OQ>(x, zero_below);
-                let above = _mm256_cmp_ps::<_CMP_GT_OQ>(x, _mm256_setzero_ps());
-                fine = _mm256_and_ps(fine, _mm256_andnot_ps(above, _mm256_or_ps(covers, zero)));
-                let e = _mm256_andnot_ps(zero, e);
-                _mm256_storeu_ps(p[v / 2].as_mut_ptr().add(8 * (v % 2)), e);
-                sum[v % 2] = _mm256_add_ps(sum[v % 2], e);
-            }
-        };
-        for (p, s) in p.chunks_mut(2).zip(s.chunks(2)) {
-            keys(p, s);
-        }
-        if _mm256_movemask_ps(fine) != 0xff {
-            return None;
-        }
-        let mut out = [0.0; L];
         _mm256_storeu_ps(out.as_mut_ptr(), sum[0]);
         _mm256_storeu_ps(out.as_mut_ptr().add(8), sum[1]);
-        Some(out)
     }
+    Some(out)
 }
 
 /// [`exp_tile`] with the exponential `exp`.
@@ -1019,8 +1013,8 @@ fn keys_times<const K: usize, const W: usize>(
 
 /// [`group_times`] and [`keys_times`] with AVX2: N output rows (`dp` apart), `vectors` vectors of
 /// L columns, one vector at a time so that its 2·N sums stay in registers (twelve of the sixteen
-/// for N = 6, eight for N = 4): each row times `pre[r]` unless all are 1, then for each term j in order `o =
-/// fma(w_j[r], x[j], o)`, x's rows `x.1` apart. The same fused multiply-adds in the same order.
+/// for N = 6, eight for N = 4): each row times `pre[r]` unless all are 1, then for each term j in
+/// order `o = fma(w_j[r], x[j], o)`, x's rows `x.1` apart. The same fused multiply-adds in the same order.
 ///
 /// # Safety
 /// The CPU has AVX2 and FMA; `out` holds (N − 1)·dp + vectors·L values, and `x` a row of

@@ -904,54 +904,41 @@ pub fn expf_non_positive(x: f32) -> f32 {
     expf_signed(x, 1)
 }
 
-/// [`expf_non_positive`] of N vectors of eight lanes in AVX2 registers, for loops the compiler
-/// would not keep in registers (softmax's tiles in [`super::flash`]): the same operations, each
-/// rounded once as there (a multiply and an add, never fused), so the same bits wherever
-/// [`expf_covers`] holds and x ≤ 0; the tests check every such float32. Each step runs on all N
-/// vectors before the next: one exponential is a chain of some thirty dependent operations, and
-/// the N chains side by side keep the units busy where one would wait on each result. Fewer
-/// selects than the library's branches: where |x| ≤ 0.5 ln 2, k is 0, and the reduction (x −
-/// 0·ln2_hi, 0·ln2_lo, hi − lo) gives back x and +0 exactly, as the library's unreduced path takes
-/// them; k is not clamped, since a lane it does not cover is not read.
+/// [`expf_non_positive`] of eight lanes in AVX2 registers, for loops the compiler would not keep
+/// in registers (softmax's tiles in [`super::flash`]): the same operations, each rounded once as
+/// there (a multiply and an add, never fused), so the same bits wherever [`expf_covers`] holds and
+/// x ≤ 0; the tests check every such float32. Fewer selects than the library's branches: where
+/// |x| ≤ 0.5 ln 2, k is 0, and the reduction (x − 0·ln2_hi, 0·ln2_lo, hi − lo) gives back x and +0
+/// exactly, as the library's unreduced path takes them; k is not clamped, since a lane it does not
+/// cover is not read.
 ///
 /// # Safety
 /// The CPU has AVX2 and FMA.
 #[cfg(target_arch = "x86_64")]
 #[inline]
 #[target_feature(enable = "avx2,fma")]
-pub unsafe fn expf_non_positive_avx2<const N: usize>(
-    x: [std::arch::x86_64::__m256; N],
-) -> [std::arch::x86_64::__m256; N] {
+pub unsafe fn expf_non_positive_avx2(x: std::arch::x86_64::__m256) -> std::arch::x86_64::__m256 {
     use std::arch::x86_64::*;
     let f = _mm256_set1_ps;
-    let each = |f: &dyn Fn(usize) -> __m256| -> [__m256; N] { std::array::from_fn(f) };
-    let each_int = |f: &dyn Fn(usize) -> __m256i| -> [__m256i; N] { std::array::from_fn(f) };
-    let abs = _mm256_set1_epi32(0x7fff_ffff);
-    let hx = each_int(&|i| _mm256_and_si256(_mm256_castps_si256(x[i]), abs));
-    let above =
-        |bits: u32| each_int(&|i| _mm256_cmpgt_epi32(hx[i], _mm256_set1_epi32(bits as i32)));
+    let hx = _mm256_and_si256(_mm256_castps_si256(x), _mm256_set1_epi32(0x7fff_ffff));
+    let above = |bits: u32| _mm256_cmpgt_epi32(hx, _mm256_set1_epi32(bits as i32));
     let (large, reduced) = (above(0x3f85_1592), above(0x3eb1_7218));
-    let t = each(&|i| _mm256_mul_ps(f(std::f32::consts::LOG2_E), x[i]));
-    let t = each(&|i| _mm256_add_ps(t[i], f(-0.5)));
+    let t = _mm256_add_ps(_mm256_mul_ps(f(std::f32::consts::LOG2_E), x), f(-0.5));
     // k: the rounded t where |x| > 1.5 ln 2, −1 (the all-ones of `reduced`) above 0.5 ln 2, else 0.
-    let k = each_int(&|i| _mm256_blendv_epi8(reduced[i], _mm256_cvttps_epi32(t[i]), large[i]));
-    let kf = each(&|i| _mm256_cvtepi32_ps(k[i]));
-    let hi = each(&|i| _mm256_sub_ps(x[i], _mm256_mul_ps(kf[i], f(6.931_457_5e-1))));
-    let lo = each(&|i| _mm256_mul_ps(kf[i], f(1.428_606_8e-6)));
-    let r = each(&|i| _mm256_sub_ps(hi[i], lo[i]));
-    let rr = each(&|i| _mm256_mul_ps(r[i], r[i]));
-    let poly =
-        each(&|i| _mm256_add_ps(f(1.666_662_5e-1), _mm256_mul_ps(rr[i], f(-2.766_733_3e-3))));
-    let c = each(&|i| _mm256_sub_ps(r[i], _mm256_mul_ps(rr[i], poly[i])));
-    let q = each(&|i| _mm256_div_ps(_mm256_mul_ps(r[i], c[i]), _mm256_sub_ps(f(2.0), c[i])));
-    let y = each(&|i| _mm256_add_ps(f(1.0), _mm256_add_ps(_mm256_sub_ps(q[i], lo[i]), hi[i])));
-    let tiny = above(EXPF_TINY);
-    each(&|i| {
-        let two_k = _mm256_slli_epi32::<23>(_mm256_add_epi32(k[i], _mm256_set1_epi32(0x7f)));
-        let scaled = _mm256_mul_ps(y[i], _mm256_castsi256_ps(two_k));
-        let tiny = _mm256_castsi256_ps(tiny[i]);
-        _mm256_blendv_ps(_mm256_add_ps(f(1.0), x[i]), scaled, tiny)
-    })
+    let k = _mm256_blendv_epi8(reduced, _mm256_cvttps_epi32(t), large);
+    let kf = _mm256_cvtepi32_ps(k);
+    let hi = _mm256_sub_ps(x, _mm256_mul_ps(kf, f(6.931_457_5e-1)));
+    let lo = _mm256_mul_ps(kf, f(1.428_606_8e-6));
+    let r = _mm256_sub_ps(hi, lo);
+    let rr = _mm256_mul_ps(r, r);
+    let poly = _mm256_add_ps(f(1.666_662_5e-1), _mm256_mul_ps(rr, f(-2.766_733_3e-3)));
+    let c = _mm256_sub_ps(r, _mm256_mul_ps(rr, poly));
+    let q = _mm256_div_ps(_mm256_mul_ps(r, c), _mm256_sub_ps(f(2.0), c));
+    let y = _mm256_add_ps(f(1.0), _mm256_add_ps(_mm256_sub_ps(q, lo), hi));
+    let two_k = _mm256_slli_epi32::<23>(_mm256_add_epi32(k, _mm256_set1_epi32(0x7f)));
+    let scaled = _mm256_mul_ps(y, _mm256_castsi256_ps(two_k));
+    let tiny = _mm256_castsi256_ps(above(EXPF_TINY));
+    _mm256_blendv_ps(_mm256_add_ps(f(1.0), x), scaled, tiny)
 }
 
 /// [`expf`] with the sign bit of `x` given: 1 if negative, else 0.
@@ -1223,7 +1210,7 @@ mod tests {
                         // SAFETY: AVX2 and FMA are checked above; both arrays are eight floats.
                         unsafe {
                             use std::arch::x86_64::{_mm256_loadu_ps, _mm256_storeu_ps};
-                            let [e] = expf_non_positive_avx2([_mm256_loadu_ps(x.as_ptr())]);
+                            let e = expf_non_positive_avx2(_mm256_loadu_ps(x.as_ptr()));
                             _mm256_storeu_ps(lanes.as_mut_ptr(), e);
                         }
                         for ((&x, &[e, _]), a) in x.iter().zip(out).zip(lanes) {
